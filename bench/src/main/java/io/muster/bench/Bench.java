@@ -1,0 +1,21 @@
+package io.muster.bench;
+
+import java.util.Arrays;
+import java.util.List;
+
+/** {@code ./muster bench <name>}: benchmark harnesses; results are JSON lines on stdout. */
+public final class Bench {
+  private Bench() {}
+
+  public static void main(String[] args) throws Exception {
+    List<String> rest = args.length == 0 ? List.of() : Arrays.asList(args).subList(1, args.length);
+    String name = args.length == 0 ? "" : args[0];
+    switch (name) {
+      case "coordination" -> CoordinationBench.run(rest);
+      default -> {
+        System.err.println("usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]");
+        System.exit(2);
+      }
+    }
+  }
+}

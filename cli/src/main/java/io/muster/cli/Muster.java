@@ -1,0 +1,49 @@
+package io.muster.cli;
+
+import java.io.PrintStream;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code ./muster}: the command line. Results go to standard output, logs to standard error.
+ * Exit codes: 0 success, 1 the check or job failed, 2 bad input (arguments, {@code TF_CONFIG},
+ * environment), with one line saying what is wrong ({@code ClusterConfigException} and the other
+ * input errors are {@link IllegalArgumentException}s).
+ */
+public final class Muster {
+
+  static final String USAGE = String.join("\n",
+      "usage: muster <command> [options]",
+      "  cluster                 print this task's identity from TF_CONFIG as JSON",
+      "  check [--timeout 5m]    start this task's server, join the coordination service, wait for every task",
+      "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
+      "  demo [--tasks 4]        run a job of N tasks on 127.0.0.1 in this JVM and report what happened",
+      "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check, demo), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
+
+  private Muster() {}
+
+  public static void main(String[] args) {
+    System.exit(run(Arrays.asList(args), System.getenv(), System.out, System.err));
+  }
+
+  static int run(List<String> args, Map<String, String> env, PrintStream out, PrintStream err) {
+    if (args.isEmpty() || args.get(0).equals("--help") || args.get(0).equals("help")) {
+      (args.isEmpty() ? err : out).println(USAGE);
+      return args.isEmpty() ? 2 : 0;
+    }
+    List<String> options = args.subList(1, args.size());
+    try {
+      return switch (args.get(0)) {
+        case "cluster" -> ClusterCommand.run(options, env, out);
+        case "check" -> CheckCommand.run(options, env, out, err);
+        case "server-def" -> ServerDefCommand.run(options, env, out);
+        case "demo" -> DemoCommand.run(options, out);
+        default -> throw new UsageException("unknown command '" + args.get(0) + "'; try: muster --help");
+      };
+    } catch (UsageException | IllegalArgumentException e) {
+      err.println("muster " + args.get(0) + ": " + e.getMessage());
+      return 2;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+package io.muster.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.proto.tf.ServerDef;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The commands that read TF_CONFIG and print, run in this JVM. */
+class CommandsTest {
+
+  private static final String TF_CONFIG = "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\",\"w1:1\"],\"ps\":[\"p:1\"]},"
+      + "\"task\":{\"type\":\"worker\",\"index\":1},\"rpc_layer\":\"grpc\"}";
+
+  private record Result(int code, byte[] out, String err) {
+    String text() {
+      return new String(out, StandardCharsets.UTF_8);
+    }
+  }
+
+  private static Result run(Map<String, String> env, String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code = Muster.run(List.of(args), env, new PrintStream(out, true), new PrintStream(err, true));
+    return new Result(code, out.toByteArray(), err.toString(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void clusterPrintsTheTasksIdentityAsJson() {
+    Result r = run(Map.of("TF_CONFIG", TF_CONFIG), "cluster");
+    assertEquals(0, r.code(), r.err());
+    assertEquals("{\"task_type\": \"worker\", \"task_id\": 1, \"rpc_layer\": \"grpc\", \"master\": \"grpc://w1:1\", "
+        + "\"is_chief\": false, \"id_in_cluster\": 2, \"num_workers\": 3, "
+        + "\"collective_leader\": \"/job:chief/replica:0/task:0\", \"coordination_leader\": \"/job:ps/replica:0/task:0\", "
+        + "\"cluster\": {\"chief\": [\"c:1\"], \"ps\": [\"p:1\"], \"worker\": [\"w0:1\", \"w1:1\"]}}\n", r.text());
+  }
+
+  @Test
+  void clusterGivesPsNoIdInCluster() {
+    Result r = run(Map.of("TF_CONFIG", TF_CONFIG.replace("\"type\":\"worker\",\"index\":1", "\"type\":\"ps\",\"index\":0")),
+        "cluster");
+    assertTrue(r.text().contains("\"is_chief\": false, \"id_in_cluster\": null, \"num_workers\": 3"), r.text());
+  }
+
+  @Test
+  void aBadTfConfigExitsTwoWithOneLine() {
+    Result r = run(Map.of("TF_CONFIG", "{\"cluster\":{\"worker\":[\"w0:1\"]},\"task\":{\"type\":\"worker\",\"index\":5}}"),
+        "cluster");
+    assertEquals(2, r.code());
+    assertEquals("muster cluster: TF_CONFIG task.index 5 is out of range: job 'worker' has 1 task\n", r.err());
+    assertEquals(0, r.out().length);
+  }
+
+  @Test
+  void anUnsetTfConfigSaysWhatToSet() {
+    Result r = run(Map.of(), "cluster");
+    assertEquals(2, r.code());
+    assertTrue(r.err().startsWith("muster cluster: TF_CONFIG is not set: export TF_CONFIG="), r.err());
+  }
+
+  @Test
+  void serverDefIsTensorFlowsBinaryProto() throws Exception {
+    Result r = run(Map.of("TF_CONFIG", TF_CONFIG), "server-def");
+    assertEquals(0, r.code(), r.err());
+    ServerDef def = ServerDef.parseFrom(r.out());
+    assertEquals("worker", def.getJobName());
+    assertEquals(1, def.getTaskIndex());
+    assertEquals("grpc", def.getProtocol());
+    assertEquals(3, def.getCluster().getJobCount());
+  }
+
+  @Test
+  void serverDefAsText() {
+    Result r = run(Map.of("TF_CONFIG", TF_CONFIG), "server-def", "--text");
+    assertTrue(r.text().contains("job_name: \"worker\"\ntask_index: 1\n"), r.text());
+  }
+
+  @Test
+  void unknownOptionsAndCommandsAreUsageErrors() {
+    assertEquals("muster check: --timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was 'soon'\n",
+        run(Map.of("TF_CONFIG", TF_CONFIG), "check", "--timeout", "soon").err());
+    assertEquals(2, run(Map.of(), "fly").code());
+    assertEquals(2, run(Map.of("TF_CONFIG", TF_CONFIG), "server-def", "--binary").code());
+  }
+
+  @Test
+  void checkWithoutATokenSaysHowToSetOne() {
+    Result r = run(Map.of("TF_CONFIG", TF_CONFIG), "check");
+    assertEquals(2, r.code());
+    assertTrue(r.err().contains("MUSTER_JOB_TOKEN is not set"), r.err());
+  }
+
+  @Test
+  void demoRunsAJobOfThreeTasks() {
+    Result r = run(Map.of(), "demo", "--tasks", "3");
+    assertEquals(0, r.code(), r.err());
+    assertTrue(r.text().contains("states: [worker 0=CONNECTED, worker 1=CONNECTED, worker 2=CONNECTED]"), r.text());
+    assertTrue(r.text().contains("exchanged 9 keys and passed a barrier"), r.text());
+  }
+}

@@ -1,0 +1,513 @@
+package io.muster.coordination;
+
+import com.google.protobuf.ByteString;
+import io.grpc.Channel;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.StreamObserver;
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.proto.coordination.*;
+import io.muster.rpc.DeadlineExceededException;
+import io.muster.rpc.PeerUnavailableException;
+import io.muster.rpc.Reachability;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The coordination agent every task runs: its link to the coordination service on the leader.
+ *
+ * <p>{@link #join()} registers this task (retrying while the leader is not up yet) and waits until
+ * every coordinated task has registered, all within {@link CoordinationOptions#joinTimeout()}.
+ * While it waits it logs, every {@link CoordinationOptions#progressInterval()}, which tasks are
+ * missing and why (each missing task's address is probed: {@code worker 2 at 10.0.0.7:2222:
+ * connection refused}); at the deadline it throws {@link DeadlineExceededException} with the same
+ * account. After joining, the agent sends heartbeats and long-polls the service for errors: a
+ * failed peer, or a leader that stops answering, reaches the error callback once, within the
+ * heartbeat timeout, and puts the agent in {@link TaskState#ERROR}. Every call has a deadline.
+ */
+public final class CoordinationAgent implements AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(CoordinationAgent.class);
+  private static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
+
+  private final ClusterSpec cluster;
+  private final TaskId task;
+  private final TaskId leader;
+  private final HostPort leaderAddress;
+  private final CoordinationServiceGrpc.CoordinationServiceBlockingStub blocking;
+  private final CoordinationServiceGrpc.CoordinationServiceStub async;
+  private final CoordinationOptions options;
+  private final Consumer<CoordinationException> onError;
+  private final long incarnation = ThreadLocalRandom.current().nextLong();
+  private final ScheduledExecutorService heartbeats;
+  private final Map<String, Long> barrierCounters = new HashMap<>();
+
+  private volatile TaskState state = TaskState.DISCONNECTED;
+  private volatile boolean stopping;
+  private volatile long leaderIncarnation;
+  private volatile long lastHeartbeatOkNanos;
+  private volatile io.grpc.Context.CancellableContext pollContext;
+
+  /**
+   * @param channel the channel to the leader's task server (from the task's channel cache)
+   * @param onError told once, on a heartbeat or poll thread, when this task or a peer fails
+   */
+  public CoordinationAgent(ClusterSpec cluster, TaskId task, TaskId leader, Channel channel,
+      CoordinationOptions options, Consumer<CoordinationException> onError) {
+    if (!cluster.contains(task)) {
+      throw new IllegalArgumentException("task " + task + " is not in the cluster " + cluster);
+    }
+    this.cluster = cluster;
+    this.task = task;
+    this.leader = leader;
+    this.leaderAddress = HostPort.parse(cluster.taskAddress(leader));
+    this.blocking = CoordinationServiceGrpc.newBlockingStub(channel);
+    this.async = CoordinationServiceGrpc.newStub(channel);
+    this.options = options;
+    this.onError = onError;
+    this.heartbeats = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "muster-heartbeat-" + task.job() + "-" + task.index());
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  public TaskState state() {
+    return state;
+  }
+
+  public TaskId task() {
+    return task;
+  }
+
+  // ---- joining --------------------------------------------------------------------------------
+
+  /**
+   * Registers with the leader and waits for every coordinated task, within the join timeout.
+   *
+   * @throws DeadlineExceededException naming every missing task and why it is missing
+   * @throws CoordinationException when the service refuses this task (unknown task, a restarted
+   *     task, a wrong token)
+   */
+  public void join() {
+    long start = System.nanoTime();
+    long deadline = start + options.joinTimeout().toNanos();
+    register(deadline);
+    lastHeartbeatOkNanos = System.nanoTime();
+    state = TaskState.CONNECTED;
+    long interval = options.heartbeatInterval().toMillis();
+    heartbeats.scheduleWithFixedDelay(this::heartbeat, interval, interval, TimeUnit.MILLISECONDS);
+    poll();
+    waitForAll(deadline);
+    log.info("{}: all {} tasks joined in {} ms", task, cluster.allTasks().size(),
+        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+  }
+
+  private void register(long deadline) {
+    RegisterTaskRequest request = RegisterTaskRequest.newBuilder()
+        .setSourceTask(Errors.toProto(task)).setIncarnation(incarnation).build();
+    long nextLog = System.nanoTime() + options.progressInterval().toNanos();
+    for (int attempt = 0; ; attempt++) {
+      try {
+        leaderIncarnation = call(deadline, options.heartbeatTimeout()).registerTask(request).getLeaderIncarnation();
+        return;
+      } catch (StatusRuntimeException e) {
+        Status.Code code = e.getStatus().getCode();
+        if (code != Status.Code.UNAVAILABLE && code != Status.Code.DEADLINE_EXCEEDED) {
+          throw Errors.toException(task + " could not register with the coordination leader " + leader
+              + " at " + leaderAddress, e);
+        }
+        String why = leaderUnreachable(e);
+        long now = System.nanoTime();
+        if (now >= deadline) {
+          throw new DeadlineExceededException(task + " could not register with the coordination service within "
+              + options.joinTimeout() + ": " + why, options.joinTimeout());
+        }
+        if (now >= nextLog) {
+          log.warn("{} still waiting for {}", task, why);
+          nextLog = now + options.progressInterval().toNanos();
+        }
+        long backoffMs = Math.min(1000, 10L << Math.min(attempt, 7));
+        sleepUntil(Math.min(deadline, now + TimeUnit.MILLISECONDS.toNanos(backoffMs)));
+      }
+    }
+  }
+
+  private void waitForAll(long deadline) {
+    WaitForAllTasksRequest request = WaitForAllTasksRequest.newBuilder().setSourceTask(Errors.toProto(task)).build();
+    while (true) {
+      try {
+        call(deadline, options.progressInterval()).waitForAllTasks(request);
+        return;
+      } catch (StatusRuntimeException e) {
+        if (e.getStatus().getCode() != Status.Code.DEADLINE_EXCEEDED) {
+          if (e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
+            throw new PeerUnavailableException(task + " lost the coordination service while waiting for all tasks: "
+                + leaderUnreachable(e) + "; " + describeUnreachable(), e);
+          }
+          // The leader gave up (its own deadline came first) or refused: say what this task can still see.
+          throw Errors.toException(task + " failed while waiting for all tasks", e, "; " + describeUnreachable());
+        }
+        String missing = describeMissing();
+        if (System.nanoTime() >= deadline) {
+          throw new DeadlineExceededException(task + " timed out after " + options.joinTimeout()
+              + " waiting for all tasks to join the coordination service; " + missing, options.joinTimeout());
+        }
+        log.warn("{} still waiting for tasks to join; {}", task, missing);
+      }
+    }
+  }
+
+  /** Which tasks have not registered, each with the result of probing its address. */
+  private String describeMissing() {
+    List<TaskStatus> states;
+    try {
+      states = taskStates();
+    } catch (CoordinationException e) {
+      return "cannot ask the coordination leader which tasks are missing: " + e.getMessage();
+    }
+    List<TaskStatus> missing = states.stream().filter(s -> s.state() != TaskState.CONNECTED).toList();
+    List<CompletableFuture<String>> probes = new ArrayList<>();
+    for (TaskStatus s : missing) {
+      String address = cluster.taskAddress(s.task());
+      probes.add(CompletableFuture.supplyAsync(() -> {
+        String probe = Reachability.probe(HostPort.parse(address), PROBE_TIMEOUT);
+        String why = probe.equals("listening")
+            ? "listening, but not registered with the coordination service" + s.error().map(e -> " (" + e + ")").orElse("")
+            : probe;
+        return s.task() + " at " + address + ": " + (s.state() == TaskState.ERROR ? "in error: " + s.error().orElse("") : why);
+      }));
+    }
+    return missing.size() + " of " + states.size() + " tasks missing: "
+        + probes.stream().map(CompletableFuture::join).collect(Collectors.joining("; "));
+  }
+
+  /** Without the service: the other tasks whose address does not answer from here. */
+  private String describeUnreachable() {
+    List<CompletableFuture<String>> probes = cluster.allTasks().stream().filter(t -> !t.equals(task))
+        .map(t -> CompletableFuture.supplyAsync(() -> {
+          String address = cluster.taskAddress(t);
+          String probe = Reachability.probe(HostPort.parse(address), PROBE_TIMEOUT);
+          return probe.equals("listening") ? null : t + " at " + address + ": " + probe;
+        })).toList();
+    List<String> down = probes.stream().map(CompletableFuture::join).filter(java.util.Objects::nonNull).toList();
+    return down.isEmpty() ? "every other task's address answers from " + task
+        : "not answering from " + task + ": " + String.join("; ", down);
+  }
+
+  private String leaderUnreachable(StatusRuntimeException e) {
+    String probe = Reachability.probe(leaderAddress, PROBE_TIMEOUT);
+    String detail = probe.equals("listening") ? e.getStatus().getCode() + " " + e.getStatus().getDescription() : probe;
+    return "coordination leader " + leader + " at " + leaderAddress + ": " + detail;
+  }
+
+  // ---- liveness -------------------------------------------------------------------------------
+
+  private void heartbeat() {
+    if (state != TaskState.CONNECTED && state != TaskState.ERROR) {
+      return;
+    }
+    try {
+      long leaderNow = call(System.nanoTime() + options.heartbeatInterval().toNanos(), options.heartbeatInterval())
+          .heartbeat(HeartbeatRequest.newBuilder().setSourceTask(Errors.toProto(task)).setIncarnation(incarnation).build())
+          .getLeaderIncarnation();
+      lastHeartbeatOkNanos = System.nanoTime();
+      if (leaderNow != leaderIncarnation) {
+        setError(new CoordinationException(Status.Code.ABORTED, "Leader incarnation ID mismatch: the coordination "
+            + "leader " + leader + " at " + leaderAddress + " has restarted; this job must restart too.", leader, null));
+      }
+    } catch (StatusRuntimeException e) {
+      if (stopping) {
+        return;
+      }
+      Status.Code code = e.getStatus().getCode();
+      boolean transientFailure = code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
+      long silent = System.nanoTime() - lastHeartbeatOkNanos;
+      if (!transientFailure) {
+        setError(Errors.toException(task + " heartbeat refused by the coordination leader " + leader, e));
+      } else if (silent >= options.heartbeatTimeout().toNanos()) {
+        setError(new CoordinationException(code, task + " has had no heartbeat answer for "
+            + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout " + options.heartbeatTimeout() + "): "
+            + leaderUnreachable(e), leader, e));
+      }
+    }
+  }
+
+  private void poll() {
+    if (stopping) {
+      return;
+    }
+    io.grpc.Context.CancellableContext context = io.grpc.Context.current().withCancellation();
+    pollContext = context;
+    context.run(() -> async.pollForError(PollForErrorRequest.newBuilder().setSourceTask(Errors.toProto(task)).build(),
+        new StreamObserver<>() {
+          @Override
+          public void onNext(PollForErrorResponse value) {}
+
+          @Override
+          public void onError(Throwable t) {
+            if (stopping) {
+              return;
+            }
+            if (Errors.coordinationPayload(t) != null) {
+              setError(Errors.toException(task + " was told by the coordination leader " + leader + " at " + leaderAddress, t));
+            } else {
+              // Transport trouble: the heartbeat decides whether the leader is gone; ask again later.
+              reschedulePoll();
+            }
+          }
+
+          @Override
+          public void onCompleted() {
+            reschedulePoll();
+          }
+        }));
+  }
+
+  private void reschedulePoll() {
+    if (!stopping && !heartbeats.isShutdown()) {
+      heartbeats.schedule(this::poll, options.heartbeatInterval().toMillis(), TimeUnit.MILLISECONDS);
+    }
+  }
+
+  private void setError(CoordinationException error) {
+    synchronized (this) {
+      if (state == TaskState.ERROR || stopping) {
+        return;
+      }
+      state = TaskState.ERROR;
+    }
+    log.error(error.getMessage());
+    try {
+      onError.accept(error);
+    } catch (RuntimeException e) {
+      log.error("{}: the error callback threw", task, e);
+    }
+  }
+
+  /** Reports an error of this task to the service, which marks the task failed and tells every other task. */
+  public void reportError(Status.Code code, String message) {
+    try {
+      call().reportErrorToService(ReportErrorToServiceRequest.newBuilder()
+          .setErrorCode(code.value()).setErrorMessage(message).setErrorOrigin(Errors.toProto(task)).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException(task + " could not report its error to the coordination service", e);
+    }
+  }
+
+  /** Every coordinated task's state at the service, jobs by name and tasks by index. */
+  public List<TaskStatus> taskStates() {
+    try {
+      return call().getTaskState(GetTaskStateRequest.getDefaultInstance()).getTaskStateList().stream()
+          .map(info -> new TaskStatus(Errors.fromProto(info.getTask()), TaskState.fromProto(info.getState()),
+              info.getErrorMessage().isEmpty() ? Optional.empty() : Optional.of(info.getErrorMessage()),
+              info.getIncarnation()))
+          .toList();
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("GetTaskState failed", e);
+    }
+  }
+
+  // ---- key-value store ------------------------------------------------------------------------
+
+  /** @throws CoordinationException with code ALREADY_EXISTS when the key exists and overwrite is false */
+  public void insert(String key, byte[] value, boolean allowOverwrite) {
+    try {
+      call().insertKeyValue(InsertKeyValueRequest.newBuilder().setAllowOverwrite(allowOverwrite)
+          .setKv(KeyValueEntry.newBuilder().setKey(key).setValue(ByteString.copyFrom(value))).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("InsertKeyValue " + key, e);
+    }
+  }
+
+  /**
+   * The value at a key, waiting for another task to insert it.
+   *
+   * @throws DeadlineExceededException when the key is not inserted within the timeout
+   */
+  public byte[] get(String key, Duration timeout) {
+    try {
+      return call(System.nanoTime() + timeout.toNanos(), timeout)
+          .getKeyValue(GetKeyValueRequest.newBuilder().setKey(key).build()).getKv().getValue().toByteArray();
+    } catch (StatusRuntimeException e) {
+      if (e.getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED) {
+        throw new DeadlineExceededException("GetKeyValue() timed out with key: " + key + " after " + timeout, timeout);
+      }
+      throw Errors.toException("GetKeyValue " + key, e);
+    }
+  }
+
+  /** The value at a key if it is there now. */
+  public Optional<byte[]> tryGet(String key) {
+    try {
+      return Optional.of(call().tryGetKeyValue(TryGetKeyValueRequest.newBuilder().setKey(key).build())
+          .getKv().getValue().toByteArray());
+    } catch (StatusRuntimeException e) {
+      if (e.getStatus().getCode() == Status.Code.NOT_FOUND) {
+        return Optional.empty();
+      }
+      throw Errors.toException("TryGetKeyValue " + key, e);
+    }
+  }
+
+  /** Every key under {@code directory/} with its value, sorted by key. */
+  public SortedMap<String, byte[]> getDir(String directory) {
+    try {
+      SortedMap<String, byte[]> out = new TreeMap<>();
+      call().getKeyValueDir(GetKeyValueDirRequest.newBuilder().setDirectoryKey(directory).build())
+          .getKvList().forEach(kv -> out.put(kv.getKey(), kv.getValue().toByteArray()));
+      return out;
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("GetKeyValueDir " + directory, e);
+    }
+  }
+
+  /** Deletes the key and everything under {@code key/}. */
+  public void delete(String key) {
+    try {
+      call().deleteKeyValue(DeleteKeyValueRequest.newBuilder().setKey(key).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("DeleteKeyValue " + key, e);
+    }
+  }
+
+  /** Adds to the 8-byte counter at the key (0 when absent) and returns the new value. */
+  public long increment(String key, long delta) {
+    try {
+      return call().incrementKeyValue(IncrementKeyValueRequest.newBuilder().setKey(key).setIncrement(delta).build())
+          .getKv().getValue().asReadOnlyByteBuffer().getLong();
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("IncrementKeyValue " + key, e);
+    }
+  }
+
+  // ---- barriers -------------------------------------------------------------------------------
+
+  /**
+   * Waits until every task of the barrier (all coordinated tasks when {@code tasks} is empty) has
+   * called it with the same id. The same id may be used again; each use is a new barrier.
+   *
+   * @throws CoordinationException DEADLINE_EXCEEDED naming the tasks that did not arrive in time;
+   *     INTERNAL when a participant is in error; CANCELLED when a task cancelled it
+   */
+  public void barrier(String id, Duration timeout, Collection<TaskId> tasks) {
+    long counter;
+    synchronized (barrierCounters) {
+      counter = barrierCounters.merge(id, 1L, Long::sum) - 1;
+    }
+    BarrierRequest.Builder request = BarrierRequest.newBuilder().setBarrierId(id).setCounter(counter)
+        .setBarrierTimeoutInMs(timeout.toMillis()).setSourceTask(Errors.toProto(task));
+    tasks.forEach(t -> request.addTasks(Errors.toProto(t)));
+    // The service decides the timeout; the call's own deadline only guards against a lost leader.
+    Duration callDeadline = timeout.plus(options.heartbeatTimeout());
+    try {
+      call(System.nanoTime() + callDeadline.toNanos(), callDeadline).barrier(request.build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("barrier '" + id + "'", e);
+    }
+  }
+
+  /** Fails the current use of a barrier for every task waiting at it. */
+  public void cancelBarrier(String id) {
+    long counter;
+    synchronized (barrierCounters) {
+      counter = barrierCounters.getOrDefault(id, 0L);
+    }
+    try {
+      call().cancelBarrier(CancelBarrierRequest.newBuilder().setBarrierId(id).setCounter(counter)
+          .setSourceTask(Errors.toProto(task)).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException("CancelBarrier '" + id + "'", e);
+    }
+  }
+
+  // ---- leaving --------------------------------------------------------------------------------
+
+  /**
+   * Leaves the job: with a shutdown barrier configured, waits for every task to shut down too, so
+   * the leader does not stop serving while others still need it. Heartbeats go on until then.
+   *
+   * @throws CoordinationException when the shutdown barrier fails
+   */
+  public void shutdown() {
+    if (state == TaskState.DISCONNECTED && !stopping) {
+      stopping = true;
+      stopBackground();
+      return;
+    }
+    stopping = true;
+    try {
+      Duration wait = options.shutdownBarrierTimeout().plus(options.heartbeatTimeout());
+      call(System.nanoTime() + wait.toNanos(), wait)
+          .shutdownTask(ShutdownTaskRequest.newBuilder().setSourceTask(Errors.toProto(task)).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException(task + " shutdown", e);
+    } finally {
+      stopBackground();
+      state = TaskState.DISCONNECTED;
+    }
+  }
+
+  /** After an error: tells the service this task may register again (then call {@link #join()} on a new agent). */
+  public void reset() {
+    try {
+      call().resetTask(ResetTaskRequest.newBuilder().setSourceTask(Errors.toProto(task)).build());
+    } catch (StatusRuntimeException e) {
+      throw Errors.toException(task + " reset", e);
+    }
+  }
+
+  /** Stops heartbeats and polling without telling the service (use {@link #shutdown()} for a clean exit). */
+  @Override
+  public void close() {
+    stopping = true;
+    stopBackground();
+  }
+
+  private void stopBackground() {
+    heartbeats.shutdownNow();
+    io.grpc.Context.CancellableContext context = pollContext;
+    if (context != null) {
+      context.cancel(null);
+    }
+  }
+
+  private CoordinationServiceGrpc.CoordinationServiceBlockingStub call() {
+    return call(System.nanoTime() + options.heartbeatTimeout().toNanos(), options.heartbeatTimeout());
+  }
+
+  /** A stub whose deadline is {@code limit} from now, but never past {@code deadlineNanos}. */
+  private CoordinationServiceGrpc.CoordinationServiceBlockingStub call(long deadlineNanos, Duration limit) {
+    long remaining = Math.min(deadlineNanos - System.nanoTime(), limit.toNanos());
+    return blocking.withDeadlineAfter(Math.max(remaining, TimeUnit.MILLISECONDS.toNanos(1)), TimeUnit.NANOSECONDS);
+  }
+
+  private static void sleepUntil(long nanoTime) {
+    long ms = TimeUnit.NANOSECONDS.toMillis(nanoTime - System.nanoTime());
+    if (ms > 0) {
+      try {
+        Thread.sleep(ms);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while waiting for the coordination leader", e);
+      }
+    }
+  }
+}

@@ -1,0 +1,635 @@
+package io.muster.coordination;
+
+import com.google.protobuf.ByteString;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.TaskId;
+import io.muster.proto.coordination.*;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * TensorFlow's coordination service, hosted on the coordination leader's task server.
+ *
+ * <p>Tasks register with an incarnation id (a restarted task, with a new id, is refused and
+ * declared failed rather than silently accepted), send heartbeats, wait for each other, meet at
+ * barriers and share a key-value store. A task silent for longer than the heartbeat timeout is
+ * declared failed, and the failure reaches every other connected task through its pending
+ * {@code PollForError} call, as in TensorFlow's setup without service-to-client channels. Errors
+ * carry TensorFlow's status codes, messages and payloads; messages also name the task's address.
+ * {@code ReportErrorToTask}, {@code GetAliveTasks} and {@code WatchJobState} are not served.
+ */
+public final class CoordinationService extends CoordinationServiceGrpc.CoordinationServiceImplBase
+    implements AutoCloseable {
+
+  static final String SHUTDOWN_BARRIER = "[Shutdown]Wait_for_all_tasks_to_shut_down";
+  private static final Logger log = LoggerFactory.getLogger(CoordinationService.class);
+
+  private final CoordinationOptions options;
+  private final long leaderIncarnation = ThreadLocalRandom.current().nextLong();
+  private final Map<TaskId, Task> tasks = new TreeMap<>();
+  private final Map<String, Barrier> barriers = new HashMap<>();
+  private final KeyValueStore store = new KeyValueStore();
+  private final Set<StreamObserver<?>> blockedGets = new java.util.HashSet<>();
+  private final List<StreamObserver<WaitForAllTasksResponse>> waitingForAll = new ArrayList<>();
+  private final ScheduledExecutorService timer;
+  private boolean allRegistered;
+  private boolean closed;
+
+  /** One coordinated task's record at the service. */
+  private static final class Task {
+    final TaskId id;
+    final String address;
+    TaskState state = TaskState.DISCONNECTED;
+    long incarnation;
+    long lastHeartbeatNanos;
+    StatusRuntimeException error;
+    StreamObserver<PollForErrorResponse> poll;
+    StatusRuntimeException undeliveredError;
+
+    Task(TaskId id, String address) {
+      this.id = id;
+      this.address = address;
+    }
+
+    String describe() {
+      return id.fullName() + " (" + address + ")";
+    }
+  }
+
+  /** A service coordinating the given tasks of the cluster. */
+  public CoordinationService(ClusterSpec cluster, Collection<TaskId> coordinated, CoordinationOptions options) {
+    if (coordinated.isEmpty()) {
+      throw new IllegalArgumentException("the coordination service needs at least one task to coordinate");
+    }
+    this.options = options;
+    for (TaskId id : coordinated) {
+      tasks.put(id, new Task(id, cluster.taskAddress(id)));
+    }
+    this.timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "muster-coordination-service");
+      t.setDaemon(true);
+      return t;
+    });
+    Duration period = options.heartbeatTimeout().dividedBy(2).compareTo(Duration.ofSeconds(1)) < 0
+        ? options.heartbeatTimeout().dividedBy(2) : Duration.ofSeconds(1);
+    timer.scheduleWithFixedDelay(this::checkHeartbeats, period.toMillis(), period.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  /** A service coordinating every task of the cluster. */
+  public static CoordinationService forAllTasks(ClusterSpec cluster, CoordinationOptions options) {
+    return new CoordinationService(cluster, cluster.allTasks(), options);
+  }
+
+  // ---- registration, heartbeats, errors -------------------------------------------------------
+
+  @Override
+  public synchronized void registerTask(RegisterTaskRequest request, StreamObserver<RegisterTaskResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "registered"));
+      return;
+    }
+    long incarnation = request.getIncarnation();
+    switch (task.state) {
+      case DISCONNECTED, UNINITIALIZED -> connect(task, incarnation);
+      case CONNECTED -> {
+        if (task.incarnation != incarnation) {
+          StatusRuntimeException error = Errors.error(Status.Code.ABORTED, task.describe()
+              + " unexpectedly tried to connect with a different incarnation. It has likely restarted.", task.id, false);
+          setError(task, error);
+          propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted (new incarnation) "
+              + "while the job was running; the job must be restarted.", false);
+          fail(response, error);
+          return;
+        }
+      }
+      case ERROR -> {
+        fail(response, Errors.error(Status.Code.ABORTED, task.describe() + " unexpectedly tried to connect while it is "
+            + "already in error (" + task.error.getStatus().getDescription() + "). ResetTask() should be called before "
+            + "a subsequent connect attempt.", task.id, false));
+        return;
+      }
+    }
+    reply(response, RegisterTaskResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
+  }
+
+  private void connect(Task task, long incarnation) {
+    task.state = TaskState.CONNECTED;
+    task.incarnation = incarnation;
+    task.lastHeartbeatNanos = System.nanoTime();
+    task.error = null;
+    task.undeliveredError = null;
+    long connected = tasks.values().stream().filter(t -> t.state == TaskState.CONNECTED).count();
+    log.info("{} registered ({} of {} tasks connected)", task.describe(), connected, tasks.size());
+    if (!allRegistered && connected == tasks.size()) {
+      allRegistered = true;
+      WaitForAllTasksResponse done = WaitForAllTasksResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build();
+      waitingForAll.forEach(w -> reply(w, done));
+      waitingForAll.clear();
+    }
+  }
+
+  @Override
+  public synchronized void heartbeat(HeartbeatRequest request, StreamObserver<HeartbeatResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "sent a heartbeat"));
+      return;
+    }
+    if (task.state == TaskState.ERROR) {
+      fail(response, Errors.error(Status.Code.ABORTED, "Unexpected heartbeat request from an already-in-error task: "
+          + task.describe() + " (" + task.error.getStatus().getDescription() + ")", task.id, false));
+      return;
+    }
+    if (task.state != TaskState.CONNECTED) {
+      fail(response, Errors.error(Status.Code.INVALID_ARGUMENT, "Task " + task.describe()
+          + " must be registered before sending heartbeat messages", task.id, false));
+      return;
+    }
+    if (task.incarnation != request.getIncarnation()) {
+      StatusRuntimeException error = Errors.error(Status.Code.ABORTED, task.describe() + " Heartbeat: Incarnation ID "
+          + "mismatch: expecting " + Long.toUnsignedString(task.incarnation) + " but got "
+          + Long.toUnsignedString(request.getIncarnation()) + ". The task has restarted.", task.id, false);
+      setError(task, error);
+      propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted while the job was running.", false);
+      fail(response, error);
+      return;
+    }
+    task.lastHeartbeatNanos = System.nanoTime();
+    reply(response, HeartbeatResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
+  }
+
+  private synchronized void checkHeartbeats() {
+    long now = System.nanoTime();
+    List<Task> stale = tasks.values().stream()
+        .filter(t -> t.state == TaskState.CONNECTED && now - t.lastHeartbeatNanos > options.heartbeatTimeout().toNanos())
+        .toList();
+    if (stale.isEmpty() || closed) {
+      return;
+    }
+    for (Task task : stale) {
+      log.error("{} missed its heartbeats for {}; declaring it failed", task.describe(), options.heartbeatTimeout());
+      setError(task, Errors.error(Status.Code.UNAVAILABLE, "Task " + task.describe() + " heartbeat timeout. This "
+          + "indicates that the remote task has failed, got preempted, or crashed unexpectedly. Check the task logs "
+          + "for an earlier error to debug further.", task.id, false));
+    }
+    String names = stale.stream().limit(3).map(Task::describe).collect(Collectors.joining("\n"));
+    propagate(stale.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending heartbeats):\n"
+        + names + "\nThe tasks have crashed. Check the task logs for an earlier error to debug further.", false);
+  }
+
+  @Override
+  public synchronized void reportErrorToService(ReportErrorToServiceRequest request,
+      StreamObserver<ReportErrorToServiceResponse> response) {
+    Task task = lookup(request.getErrorOrigin());
+    if (task == null) {
+      fail(response, unknownTask(request.getErrorOrigin(), "reported an error"));
+      return;
+    }
+    Status.Code code = Status.fromCodeValue(request.getErrorCode()).getCode();
+    log.error("{} reported an error: {}: {}", task.describe(), code, request.getErrorMessage());
+    setError(task, Errors.error(code, request.getErrorMessage(), task.id, true));
+    propagate(task, code, "Task " + task.describe() + " reported an error: " + request.getErrorMessage(), true);
+    reply(response, ReportErrorToServiceResponse.getDefaultInstance());
+  }
+
+  @Override
+  public synchronized void pollForError(PollForErrorRequest request, StreamObserver<PollForErrorResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "polled for errors"));
+      return;
+    }
+    if (task.undeliveredError != null) {
+      fail(response, task.undeliveredError);
+      task.undeliveredError = null;
+      return;
+    }
+    if (task.state != TaskState.CONNECTED) {
+      fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Task " + task.describe()
+          + " must be registered before polling for errors", task.id, false));
+      return;
+    }
+    if (task.poll != null) {
+      fail(task.poll, Status.CANCELLED.withDescription("superseded by a newer PollForError call").asRuntimeException());
+    }
+    task.poll = response;
+    onCancel(response, () -> {
+      synchronized (this) {
+        if (task.poll == response) {
+          task.poll = null;
+        }
+      }
+    });
+  }
+
+  /** Puts the task in ERROR, tells the task itself, and fails what waits on it. */
+  private void setError(Task task, StatusRuntimeException error) {
+    task.state = TaskState.ERROR;
+    task.error = error;
+    deliver(task, error);
+    for (Barrier barrier : barriers.values()) {
+      if (!barrier.done() && barrier.participants.contains(task.id)) {
+        barrier.finish(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + barrier.id + " failed because task "
+            + task.describe() + " is in error: " + error.getStatus().getDescription(), barrier.id, barrier.counter));
+      }
+    }
+    if (!allRegistered) {
+      StatusRuntimeException failed = Errors.error(Status.Code.INTERNAL,
+          "Cluster registration failed with error: " + error.getStatus().getDescription(), task.id, false);
+      waitingForAll.forEach(w -> fail(w, failed));
+      waitingForAll.clear();
+    }
+  }
+
+  /** Sends an error that started at {@code source} to every other connected task. */
+  private void propagate(Task source, Status.Code code, String message, boolean reported) {
+    StatusRuntimeException error = Errors.error(code, message, source.id, reported);
+    tasks.values().stream()
+        .filter(t -> t != source && t.state == TaskState.CONNECTED)
+        .forEach(t -> deliver(t, error));
+  }
+
+  private void deliver(Task task, StatusRuntimeException error) {
+    if (task.poll != null) {
+      fail(task.poll, error);
+      task.poll = null;
+    } else if (task.undeliveredError == null) {
+      task.undeliveredError = error;
+    }
+  }
+
+  @Override
+  public synchronized void getTaskState(GetTaskStateRequest request, StreamObserver<GetTaskStateResponse> response) {
+    GetTaskStateResponse.Builder states = GetTaskStateResponse.newBuilder();
+    Collection<Task> wanted = request.getSourceTaskCount() == 0 ? tasks.values()
+        : request.getSourceTaskList().stream().map(p -> tasks.get(Errors.fromProto(p))).toList();
+    for (Task task : wanted) {
+      if (task == null) {
+        fail(response, Errors.error(Status.Code.INVALID_ARGUMENT, "GetTaskState asked for a task that is not "
+            + "coordinated; coordinated tasks: " + tasks.keySet(), null, false));
+        return;
+      }
+      CoordinatedTaskStateInfo.Builder info = CoordinatedTaskStateInfo.newBuilder()
+          .setTask(Errors.toProto(task.id)).setState(task.state.toProto()).setIncarnation(task.incarnation);
+      if (task.error != null) {
+        info.setErrorCode(task.error.getStatus().getCode().value())
+            .setErrorMessage(String.valueOf(task.error.getStatus().getDescription()))
+            .setErrorPayload(CoordinationServiceError.newBuilder().setSourceTask(Errors.toProto(task.id)));
+      }
+      states.addTaskState(info);
+    }
+    reply(response, states.build());
+  }
+
+  // ---- waiting for all, shutdown, reset -------------------------------------------------------
+
+  @Override
+  public synchronized void waitForAllTasks(WaitForAllTasksRequest request, StreamObserver<WaitForAllTasksResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "waited for all tasks"));
+      return;
+    }
+    if (task.state != TaskState.CONNECTED) {
+      fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Task " + task.describe()
+          + " must be registered before waiting for all tasks; it is " + task.state, task.id, false));
+      return;
+    }
+    if (allRegistered) {
+      reply(response, WaitForAllTasksResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
+      return;
+    }
+    waitingForAll.add(response);
+    onCancel(response, () -> {
+      synchronized (this) {
+        waitingForAll.remove(response);
+      }
+    });
+  }
+
+  @Override
+  public synchronized void shutdownTask(ShutdownTaskRequest request, StreamObserver<ShutdownTaskResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "shut down"));
+      return;
+    }
+    if (options.shutdownBarrierTimeout().isZero()) {
+      disconnect(task);
+      reply(response, ShutdownTaskResponse.getDefaultInstance());
+      return;
+    }
+    arriveAtBarrier(SHUTDOWN_BARRIER, 0, options.shutdownBarrierTimeout(), new TreeSet<>(tasks.keySet()), task, error -> {
+      disconnect(task);
+      if (error == null) {
+        reply(response, ShutdownTaskResponse.getDefaultInstance());
+      } else {
+        fail(response, Errors.error(Status.Code.INTERNAL, "Shutdown barrier has failed.\nBarrier result: '"
+            + error.getStatus() + "'", task.id, false));
+      }
+    });
+  }
+
+  private void disconnect(Task task) {
+    if (task.state == TaskState.CONNECTED) {
+      task.state = TaskState.DISCONNECTED;
+      log.info("{} shut down", task.describe());
+    }
+    if (task.poll != null) {
+      fail(task.poll, Status.CANCELLED.withDescription("task " + task.id + " has shut down").asRuntimeException());
+      task.poll = null;
+    }
+  }
+
+  @Override
+  public synchronized void resetTask(ResetTaskRequest request, StreamObserver<ResetTaskResponse> response) {
+    Task task = lookup(request.getSourceTask());
+    if (task == null) {
+      fail(response, unknownTask(request.getSourceTask(), "asked for a reset"));
+      return;
+    }
+    if (task.state != TaskState.ERROR) {
+      fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Reset is only allowed for a task in error; "
+          + task.describe() + " is " + task.state, task.id, false));
+      return;
+    }
+    task.state = TaskState.DISCONNECTED;
+    task.error = null;
+    task.undeliveredError = null;
+    log.info("{} was reset and may register again", task.describe());
+    reply(response, ResetTaskResponse.getDefaultInstance());
+  }
+
+  // ---- barriers -------------------------------------------------------------------------------
+
+  @Override
+  public synchronized void barrier(BarrierRequest request, StreamObserver<BarrierResponse> response) {
+    String id = request.getBarrierId();
+    Task source = lookup(request.getSourceTask());
+    if (source == null) {
+      fail(response, unknownTask(request.getSourceTask(), "called barrier " + id));
+      return;
+    }
+    TreeSet<TaskId> participants = new TreeSet<>();
+    for (CoordinatedTask p : request.getTasksList()) {
+      TaskId t = Errors.fromProto(p);
+      if (!tasks.containsKey(t)) {
+        fail(response, Errors.barrierError(Status.Code.INVALID_ARGUMENT, "Barrier " + id + " names task "
+            + t.fullName() + ", which is not coordinated by this service", id, request.getCounter()));
+        return;
+      }
+      participants.add(t);
+    }
+    if (participants.isEmpty()) {
+      participants.addAll(tasks.keySet());
+    }
+    if (!participants.contains(source.id)) {
+      fail(response, Errors.barrierError(Status.Code.INVALID_ARGUMENT, "Task " + source.describe()
+          + " is not a participant of barrier " + id + " " + participants, id, request.getCounter()));
+      return;
+    }
+    long timeoutMs = request.getBarrierTimeoutInMs();
+    if (timeoutMs <= 0) {
+      fail(response, Errors.barrierError(Status.Code.INVALID_ARGUMENT, "Barrier " + id
+          + " needs a positive timeout, was " + timeoutMs + " ms", id, request.getCounter()));
+      return;
+    }
+    arriveAtBarrier(id, request.getCounter(), Duration.ofMillis(timeoutMs), participants, source, error -> {
+      if (error == null) {
+        reply(response, BarrierResponse.newBuilder().setCounter(request.getCounter()).build());
+      } else {
+        fail(response, error);
+      }
+    });
+  }
+
+  private void arriveAtBarrier(String id, long counter, Duration timeout, TreeSet<TaskId> participants, Task source,
+      Barrier.Outcome outcome) {
+    Barrier barrier = barriers.get(id);
+    if (barrier == null || (barrier.done() && counter > barrier.counter)) {
+      barrier = startBarrier(id, counter, timeout, participants);
+    } else if (barrier.counter != counter) {
+      outcome.accept(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + id + " counter mismatch: the service is "
+          + "at use " + barrier.counter + ", task " + source.describe() + " sent " + counter, id, counter));
+      return;
+    } else if (!barrier.participants.equals(participants)) {
+      outcome.accept(Errors.barrierError(Status.Code.INVALID_ARGUMENT, "Barrier " + id + " was started with tasks "
+          + barrier.participants + ", but task " + source.describe() + " asked for " + participants, id, counter));
+      return;
+    }
+    if (barrier.done()) {
+      barrier.replay(outcome);
+    } else {
+      barrier.arrive(source.id, outcome);
+    }
+  }
+
+  private Barrier startBarrier(String id, long counter, Duration timeout, TreeSet<TaskId> participants) {
+    Barrier barrier = new Barrier(id, counter, participants);
+    barriers.put(id, barrier);
+    for (TaskId t : participants) {
+      Task task = tasks.get(t);
+      if (task.state == TaskState.ERROR) {
+        barrier.finish(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + id + " failed because task "
+            + task.describe() + " is in error: " + task.error.getStatus().getDescription(), id, counter));
+        return barrier;
+      }
+    }
+    barrier.setTimeout(timer.schedule(() -> {
+      synchronized (this) {
+        if (barrier.done()) {
+          return;
+        }
+        String missing = barrier.missing().stream().map(t -> tasks.get(t).describe()).collect(Collectors.joining(", "));
+        barrier.finish(Errors.barrierError(Status.Code.DEADLINE_EXCEEDED, "Barrier timed out. Id: " + id
+            + ". # of tasks that reached the barrier: " + barrier.arrived.size() + "/" + participants.size()
+            + " after " + timeout.toMillis() + " ms. Tasks that did not reach it: " + missing + ". The first task at "
+            + "the barrier: " + barrier.arrived.stream().findFirst().map(TaskId::fullName).orElse("none"), id, counter));
+      }
+    }, timeout.toMillis(), TimeUnit.MILLISECONDS));
+    return barrier;
+  }
+
+  @Override
+  public synchronized void cancelBarrier(CancelBarrierRequest request, StreamObserver<CancelBarrierResponse> response) {
+    String id = request.getBarrierId();
+    Task source = lookup(request.getSourceTask());
+    if (source == null) {
+      fail(response, unknownTask(request.getSourceTask(), "cancelled barrier " + id));
+      return;
+    }
+    Barrier barrier = barriers.get(id);
+    if (barrier != null && barrier.done() && barrier.counter >= request.getCounter()) {
+      fail(response, Errors.barrierError(Status.Code.FAILED_PRECONDITION, "Barrier " + id + " (use "
+          + barrier.counter + ") has already completed; it cannot be cancelled", id, request.getCounter()));
+      return;
+    }
+    if (barrier == null || barrier.done()) {
+      barrier = new Barrier(id, request.getCounter(), new TreeSet<>(tasks.keySet()));
+      barriers.put(id, barrier);
+    }
+    log.info("barrier {} cancelled by {}", id, source.describe());
+    barrier.finish(Errors.barrierError(Status.Code.CANCELLED, "Barrier " + id + " was cancelled by task "
+        + source.describe(), id, request.getCounter()));
+    reply(response, CancelBarrierResponse.getDefaultInstance());
+  }
+
+  // ---- key-value store ------------------------------------------------------------------------
+
+  @Override
+  public void insertKeyValue(InsertKeyValueRequest request, StreamObserver<InsertKeyValueResponse> response) {
+    try {
+      store.insert(request.getKv().getKey(), request.getKv().getValue(), request.getAllowOverwrite());
+      reply(response, InsertKeyValueResponse.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      fail(response, e);
+    }
+  }
+
+  @Override
+  public void getKeyValue(GetKeyValueRequest request, StreamObserver<GetKeyValueResponse> response) {
+    String key = request.getKey();
+    synchronized (this) {
+      if (closed) {
+        fail(response, shuttingDown());
+        return;
+      }
+      blockedGets.add(response);
+    }
+    Runnable withdraw = store.get(key, value -> {
+      synchronized (this) {
+        if (!blockedGets.remove(response)) {
+          return;
+        }
+      }
+      reply(response, GetKeyValueResponse.newBuilder()
+          .setKv(KeyValueEntry.newBuilder().setKey(KeyValueStore.normalize(key)).setValue(value)).build());
+    });
+    onCancel(response, () -> {
+      withdraw.run();
+      synchronized (this) {
+        blockedGets.remove(response);
+      }
+    });
+  }
+
+  @Override
+  public void tryGetKeyValue(TryGetKeyValueRequest request, StreamObserver<TryGetKeyValueResponse> response) {
+    String key = KeyValueStore.normalize(request.getKey());
+    store.tryGet(key).ifPresentOrElse(
+        value -> reply(response, TryGetKeyValueResponse.newBuilder()
+            .setKv(KeyValueEntry.newBuilder().setKey(key).setValue(value)).build()),
+        () -> fail(response, Status.NOT_FOUND.withDescription("Config key " + key + " not found.").asRuntimeException()));
+  }
+
+  @Override
+  public void getKeyValueDir(GetKeyValueDirRequest request, StreamObserver<GetKeyValueDirResponse> response) {
+    GetKeyValueDirResponse.Builder dir = GetKeyValueDirResponse.newBuilder().setDirectoryKey(request.getDirectoryKey());
+    store.getDir(request.getDirectoryKey()).forEach((k, v) -> dir.addKv(KeyValueEntry.newBuilder().setKey(k).setValue(v)));
+    reply(response, dir.build());
+  }
+
+  @Override
+  public void deleteKeyValue(DeleteKeyValueRequest request, StreamObserver<DeleteKeyValueResponse> response) {
+    store.delete(request.getKey());
+    reply(response, DeleteKeyValueResponse.getDefaultInstance());
+  }
+
+  @Override
+  public void incrementKeyValue(IncrementKeyValueRequest request, StreamObserver<IncrementKeyValueResponse> response) {
+    try {
+      long value = store.increment(request.getKey(), request.getIncrement());
+      reply(response, IncrementKeyValueResponse.newBuilder().setKv(KeyValueEntry.newBuilder()
+          .setKey(KeyValueStore.normalize(request.getKey()))
+          .setValue(ByteString.copyFrom(java.nio.ByteBuffer.allocate(8).putLong(value).flip()))).build());
+    } catch (StatusRuntimeException e) {
+      fail(response, e);
+    }
+  }
+
+  // ---- plumbing -------------------------------------------------------------------------------
+
+  /** Fails every call still waiting here (polls, barriers, gets) so the server can stop promptly. */
+  @Override
+  public void close() {
+    List<StreamObserver<?>> gets;
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      timer.shutdownNow();
+      for (Task task : tasks.values()) {
+        if (task.poll != null) {
+          fail(task.poll, shuttingDown());
+          task.poll = null;
+        }
+      }
+      barriers.values().forEach(b -> b.finish(shuttingDown()));
+      String unregistered = tasks.values().stream().filter(t -> t.state != TaskState.CONNECTED)
+          .map(Task::describe).collect(Collectors.joining(", "));
+      StatusRuntimeException gaveUp = Errors.error(Status.Code.ABORTED, "the coordination service is shutting down "
+          + "before every task registered; not registered: " + unregistered, null, false);
+      waitingForAll.forEach(w -> fail(w, gaveUp));
+      waitingForAll.clear();
+      gets = new ArrayList<>(blockedGets);
+      blockedGets.clear();
+    }
+    gets.forEach(g -> fail(g, shuttingDown()));
+  }
+
+  private static StatusRuntimeException shuttingDown() {
+    return Errors.error(Status.Code.ABORTED, "the coordination service is shutting down", null, false);
+  }
+
+  private Task lookup(CoordinatedTask proto) {
+    return tasks.get(Errors.fromProto(proto));
+  }
+
+  private StatusRuntimeException unknownTask(CoordinatedTask proto, String action) {
+    return Errors.error(Status.Code.INVALID_ARGUMENT, "Unexpected task " + action + " with task_name=/job:"
+        + proto.getJobName() + "/replica:0/task:" + proto.getTaskId() + "; this service coordinates "
+        + tasks.keySet().stream().map(TaskId::fullName).collect(Collectors.joining(", ")), null, false);
+  }
+
+  private static <T> void reply(StreamObserver<T> observer, T value) {
+    try {
+      observer.onNext(value);
+      observer.onCompleted();
+    } catch (RuntimeException e) {
+      log.debug("caller went away before its reply: {}", e.toString());
+    }
+  }
+
+  private static void fail(StreamObserver<?> observer, StatusRuntimeException error) {
+    try {
+      observer.onError(error);
+    } catch (RuntimeException e) {
+      log.debug("caller went away before its error: {}", e.toString());
+    }
+  }
+
+  private static void onCancel(StreamObserver<?> observer, Runnable action) {
+    if (observer instanceof ServerCallStreamObserver<?> call) {
+      call.setOnCancelHandler(action);
+    }
+  }
+}

@@ -1,0 +1,182 @@
+package io.muster.rpc;
+
+import io.grpc.BindableService;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.ServerInterceptors;
+import io.grpc.TlsServerCredentials;
+import io.grpc.util.MutableHandlerRegistry;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.BindException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.NetworkInterface;
+import java.net.SocketException;
+import java.net.UnknownHostException;
+import java.time.Duration;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The one gRPC server of a task: it listens on the port of the task's address and hosts every
+ * service the task runs, behind the job-token check (and TLS when configured).
+ *
+ * <p>{@link #start} binds before it returns, so a caller publishes the address only after the
+ * port is held. Port 0 binds a free port; {@link #address()} reports the bound one. Services can
+ * be added after the start, once the cluster is known (a launcher binds first, then exchanges
+ * addresses, then starts the coordination service). The server
+ * listens on the address's host when that is one of this machine's addresses, and on every
+ * interface otherwise (a name that resolves elsewhere, as behind NAT), as TensorFlow does.
+ */
+public final class TaskServer implements AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(TaskServer.class);
+  private static final Duration GRACE = Duration.ofSeconds(5);
+
+  private final Server server;
+  private final MutableHandlerRegistry registry;
+  private final ExecutorService executor;
+  private final HostPort address;
+  private final TaskId task;
+  private final TokenCheck tokenCheck;
+
+  private TaskServer(Server server, MutableHandlerRegistry registry, ExecutorService executor, HostPort address,
+      TaskId task, TokenCheck tokenCheck) {
+    this.server = server;
+    this.registry = registry;
+    this.executor = executor;
+    this.address = address;
+    this.task = task;
+    this.tokenCheck = tokenCheck;
+  }
+
+  /**
+   * Binds the task's port and starts serving (no services yet; see {@link #addService}).
+   *
+   * @throws UncheckedIOException naming the task and address when the port is taken or the
+   *     host cannot be resolved
+   */
+  public static TaskServer start(TaskId task, HostPort address, Security security) {
+    InetSocketAddress bind = bindAddress(task, address);
+    AtomicInteger threads = new AtomicInteger();
+    String threadPrefix = "muster-grpc-" + task.job() + "-" + task.index() + "-";
+    ExecutorService executor = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, threadPrefix + threads.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    });
+    MutableHandlerRegistry registry = new MutableHandlerRegistry();
+    Server server = NettyServerBuilder.forAddress(bind, credentials(security))
+        .executor(executor)
+        .fallbackHandlerRegistry(registry)
+        .build();
+    try {
+      server.start();
+    } catch (IOException e) {
+      executor.shutdownNow();
+      String why = portTaken(e)
+          ? "port " + address.port() + " is already in use; stop the process holding it or give "
+              + task + " another port in TF_CONFIG"
+          : e.getMessage();
+      throw new UncheckedIOException("task " + task + " cannot listen on " + address + ": " + why, e);
+    }
+    HostPort bound = new HostPort(address.host(), server.getPort());
+    log.info("task {} serving on {}{}", task, bound, security.tls().isPresent() ? " (TLS)" : "");
+    return new TaskServer(server, registry, executor, bound, task,
+        new TokenCheck(security.token(), "task " + task.fullName()));
+  }
+
+  /** Serves another service from now on, behind the token check. */
+  public void addService(BindableService service) {
+    registry.addService(ServerInterceptors.intercept(service, tokenCheck));
+  }
+
+  /** The address peers reach this task at, with the bound port. */
+  public HostPort address() {
+    return address;
+  }
+
+  public int port() {
+    return address.port();
+  }
+
+  public TaskId task() {
+    return task;
+  }
+
+  /** Stops accepting calls, lets calls in flight finish for up to 5 s, then cancels the rest. */
+  @Override
+  public void close() {
+    server.shutdown();
+    try {
+      if (!server.awaitTermination(GRACE.toMillis(), TimeUnit.MILLISECONDS)) {
+        server.shutdownNow().awaitTermination(GRACE.toMillis(), TimeUnit.MILLISECONDS);
+      }
+    } catch (InterruptedException e) {
+      server.shutdownNow();
+      Thread.currentThread().interrupt();
+    } finally {
+      executor.shutdownNow();
+    }
+    log.debug("task server for {} at {} stopped", task, address);
+  }
+
+  private static ServerCredentials credentials(Security security) {
+    if (security.tls().isEmpty()) {
+      return InsecureServerCredentials.create();
+    }
+    TlsFiles tls = security.tls().get();
+    try {
+      return TlsServerCredentials.create(tls.certificateChain().toFile(), tls.privateKey().toFile());
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot read TLS certificate " + tls.certificateChain()
+          + " or key " + tls.privateKey() + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static InetSocketAddress bindAddress(TaskId task, HostPort address) {
+    InetAddress host;
+    try {
+      host = InetAddress.getByName(address.host());
+    } catch (UnknownHostException e) {
+      throw new UncheckedIOException("task " + task + " cannot listen on " + address
+          + ": host '" + address.host() + "' does not resolve", e);
+    }
+    if (isLocal(host)) {
+      return new InetSocketAddress(host, address.port());
+    }
+    log.info("{} resolves to {}, which is not an address of this machine; listening on all interfaces",
+        address.host(), host.getHostAddress());
+    return new InetSocketAddress(address.port());
+  }
+
+  /** Netty reports a taken port as a BindException or as its own native exception, somewhere in the chain. */
+  private static boolean portTaken(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof BindException || String.valueOf(t.getMessage()).contains("Address already in use")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean isLocal(InetAddress host) {
+    if (host.isLoopbackAddress() || host.isAnyLocalAddress()) {
+      return true;
+    }
+    try {
+      return NetworkInterface.getByInetAddress(host) != null;
+    } catch (SocketException e) {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,37 @@
+package io.muster.rpc;
+
+import io.grpc.Metadata;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.Status;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** Refuses, before any service code runs, every call that does not carry the job's token. */
+final class TokenCheck implements ServerInterceptor {
+
+  private static final Logger log = LoggerFactory.getLogger(TokenCheck.class);
+
+  private final JobToken token;
+  private final String serverName;
+
+  TokenCheck(JobToken token, String serverName) {
+    this.token = token;
+    this.serverName = serverName;
+  }
+
+  @Override
+  public <Q, R> ServerCall.Listener<Q> interceptCall(
+      ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+    String presented = headers.get(JobToken.HEADER);
+    if (!token.matches(presented)) {
+      String why = presented == null ? "call carries no job token" : "job token does not match";
+      log.warn("refused {} from {}: {}", call.getMethodDescriptor().getFullMethodName(),
+          call.getAttributes().get(io.grpc.Grpc.TRANSPORT_ATTR_REMOTE_ADDR), why);
+      call.close(Status.UNAUTHENTICATED.withDescription(why + " (" + serverName + ")"), new Metadata());
+      return new ServerCall.Listener<>() {};
+    }
+    return next.startCall(call, headers);
+  }
+}

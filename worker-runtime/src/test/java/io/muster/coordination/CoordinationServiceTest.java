@@ -1,0 +1,292 @@
+package io.muster.coordination;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.Status;
+import io.muster.cluster.TaskId;
+import io.muster.rpc.DeadlineExceededException;
+import io.muster.testing.Eventually;
+import io.muster.testing.LocalCluster;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** The coordination service and its agents over real gRPC on 127.0.0.1, tasks in this JVM. */
+class CoordinationServiceTest {
+
+  static final CoordinationOptions FAST = CoordinationOptions.DEFAULTS
+      .withHeartbeatTimeout(Duration.ofSeconds(2))
+      .withJoinTimeout(Duration.ofSeconds(20))
+      .withProgressInterval(Duration.ofSeconds(1));
+
+  private static final TaskId W0 = new TaskId("worker", 0);
+  private static final TaskId W1 = new TaskId("worker", 1);
+  private static final TaskId W2 = new TaskId("worker", 2);
+  private static final TaskId W3 = new TaskId("worker", 3);
+
+  @Test
+  void everyTaskJoinsAndSeesEveryOtherConnected() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(4, FAST)) {
+      cluster.joinAll();
+      List<TaskStatus> states = cluster.worker(2).agent().taskStates();
+      assertEquals(List.of(W0, W1, W2, W3), states.stream().map(TaskStatus::task).toList());
+      assertTrue(states.stream().allMatch(s -> s.state() == TaskState.CONNECTED), states.toString());
+      assertEquals(TaskState.CONNECTED, cluster.worker(3).agent().state());
+    }
+  }
+
+  @Test
+  void aTaskThatNeverStartsIsNamedWithWhyItIsMissing() throws Exception {
+    int deadPort;
+    try (ServerSocket s = new ServerSocket(0)) {
+      deadPort = s.getLocalPort();
+    }
+    CoordinationOptions shortJoin = FAST.withJoinTimeout(Duration.ofSeconds(3));
+    try (LocalCluster cluster = LocalCluster.workers(4, shortJoin)) {
+      // Worker 3 never comes: its runtime is stopped, and its port points at nothing.
+      cluster.stop(W3);
+      long start = System.nanoTime();
+      var failure = assertThrows(java.util.concurrent.ExecutionException.class, () -> cluster.join(List.of(W0, W1, W2)));
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertTrue(failure.getCause() instanceof DeadlineExceededException, failure.getCause().toString());
+      String message = failure.getCause().getMessage();
+      String w3 = cluster.cluster().taskAddress(W3);
+      assertTrue(message.contains("1 of 4 tasks missing: worker 3 at " + w3 + ": connection refused"), message);
+      assertTrue(message.contains("timed out after PT3S waiting for all tasks"), message);
+      assertTrue(took.compareTo(Duration.ofSeconds(6)) < 0, "took " + took);
+      assertTrue(deadPort > 0);
+    }
+  }
+
+  @Test
+  void aRestartedTaskIsRecognisedAndEveryoneIsTold() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      // A second agent for worker 2 is a new incarnation of that task: a restart.
+      CoordinationAgent restarted = new CoordinationAgent(cluster.cluster(), W2, W0,
+          cluster.worker(2).channels().get(io.muster.cluster.HostPort.parse(cluster.cluster().taskAddress(W0))),
+          FAST, e -> {});
+      try (restarted) {
+        CoordinationException refused = assertThrows(CoordinationException.class, restarted::join);
+        assertEquals(Status.Code.ABORTED, refused.code());
+        assertTrue(refused.getMessage().contains("unexpectedly tried to connect with a different incarnation. "
+            + "It has likely restarted."), refused.getMessage());
+      }
+      Eventually.within(Duration.ofSeconds(5), "workers 0 and 1 told of the restart",
+          () -> !cluster.errors(W0).isEmpty() && !cluster.errors(W1).isEmpty());
+      CoordinationException told = cluster.errors(W1).get(0);
+      assertEquals(Optional.of(W2), told.sourceTask());
+      assertTrue(told.getMessage().contains("has restarted"), told.getMessage());
+      assertEquals(TaskState.ERROR, cluster.worker(1).agent().taskStates().get(2).state());
+    }
+  }
+
+  @Test
+  void aTaskThatStopsHeartbeatingIsDeclaredFailedToEveryOtherTask() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      cluster.worker(2).agent().close(); // heartbeats stop, nothing is said
+      Duration took = Eventually.within(Duration.ofSeconds(2 + 5), "error callbacks on workers 0 and 1",
+          () -> !cluster.errors(W0).isEmpty() && !cluster.errors(W1).isEmpty());
+      CoordinationException error = cluster.errors(W0).get(0);
+      assertEquals(Status.Code.UNAVAILABLE, error.code());
+      assertEquals(Optional.of(W2), error.sourceTask());
+      assertTrue(error.getMessage().contains("The following tasks are unhealthy (stopped sending heartbeats):\n"
+          + "/job:worker/replica:0/task:2 (" + cluster.cluster().taskAddress(W2) + ")"), error.getMessage());
+      assertEquals(TaskState.ERROR, cluster.worker(0).agent().state());
+      assertEquals(1, cluster.errors(W1).size(), "the callback runs once");
+      assertTrue(took.compareTo(Duration.ofSeconds(2 + 2)) < 0, "detected after " + took);
+    }
+  }
+
+  @Test
+  void anUnreachableLeaderIsAnErrorOnEveryAgent() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      cluster.stop(W0); // the leader's process goes away
+      Eventually.within(Duration.ofSeconds(2 + 5), "error callbacks on workers 1 and 2",
+          () -> !cluster.errors(W1).isEmpty() && !cluster.errors(W2).isEmpty());
+      String message = cluster.errors(W2).get(0).getMessage();
+      assertTrue(message.contains("coordination leader worker 0 at " + cluster.cluster().taskAddress(W0)), message);
+    }
+  }
+
+  @Test
+  void aReportedErrorReachesTheOtherTasksWithItsSource() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      cluster.worker(1).agent().reportError(Status.Code.INTERNAL, "out of memory in step 12");
+      Eventually.within(Duration.ofSeconds(5), "workers 0 and 2 told",
+          () -> !cluster.errors(W0).isEmpty() && !cluster.errors(W2).isEmpty());
+      CoordinationException error = cluster.errors(W2).get(0);
+      assertEquals(Status.Code.INTERNAL, error.code());
+      assertEquals(Optional.of(W1), error.sourceTask());
+      assertTrue(error.getMessage().contains("reported an error: out of memory in step 12"), error.getMessage());
+    }
+  }
+
+  // ---- barriers ----
+
+  @Test
+  void barrierPassesWhenAllArriveAndCanBeUsedAgain() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      for (int round = 0; round < 2; round++) {
+        List<CompletableFuture<Void>> calls = List.of(0, 1, 2).stream()
+            .map(i -> CompletableFuture.runAsync(() -> cluster.worker(i).agent().barrier("epoch", Duration.ofSeconds(10), List.of())))
+            .toList();
+        CompletableFuture.allOf(calls.toArray(CompletableFuture[]::new)).get(15, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  @Test
+  void barrierTimesOutNamingWhoDidNotArrive() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      var second = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(1), List.of()));
+      CoordinationException timeout = assertThrows(CoordinationException.class,
+          () -> cluster.worker(0).agent().barrier("b", Duration.ofSeconds(1), List.of()));
+      assertEquals(Status.Code.DEADLINE_EXCEEDED, timeout.code());
+      assertTrue(timeout.getMessage().contains("Barrier timed out. Id: b. # of tasks that reached the barrier: 2/3"),
+          timeout.getMessage());
+      assertTrue(timeout.getMessage().contains("Tasks that did not reach it: /job:worker/replica:0/task:2"), timeout.getMessage());
+      assertThrows(Exception.class, () -> second.get(5, TimeUnit.SECONDS));
+    }
+  }
+
+  @Test
+  void barrierWithADeadParticipantFailsBeforeItsTimeout() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      cluster.worker(2).agent().close();
+      long start = System.nanoTime();
+      var fromOne = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(60), List.of()));
+      CoordinationException failed = assertThrows(CoordinationException.class,
+          () -> cluster.worker(0).agent().barrier("b", Duration.ofSeconds(60), List.of()));
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertEquals(Status.Code.INTERNAL, failed.code());
+      assertTrue(failed.getMessage().contains("Barrier b failed because task /job:worker/replica:0/task:2"), failed.getMessage());
+      assertTrue(took.compareTo(Duration.ofSeconds(10)) < 0, "took " + took);
+      assertThrows(Exception.class, () -> fromOne.get(5, TimeUnit.SECONDS));
+    }
+  }
+
+  @Test
+  void barrierOverASubsetOfTasks() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      List<TaskId> pair = List.of(W0, W2);
+      var zero = CompletableFuture.runAsync(() -> cluster.worker(0).agent().barrier("pair", Duration.ofSeconds(5), pair));
+      cluster.worker(2).agent().barrier("pair", Duration.ofSeconds(5), pair);
+      zero.get(5, TimeUnit.SECONDS);
+      CoordinationException outsider = assertThrows(CoordinationException.class,
+          () -> cluster.worker(1).agent().barrier("pair2", Duration.ofSeconds(5), pair));
+      assertEquals(Status.Code.INVALID_ARGUMENT, outsider.code());
+    }
+  }
+
+  @Test
+  void cancelledBarrierFailsTheWaitersAndAPassedOneCannotBeCancelled() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(2, FAST)) {
+      cluster.joinAll();
+      var waiting = CompletableFuture.supplyAsync(() -> assertThrows(CoordinationException.class,
+          () -> cluster.worker(0).agent().barrier("c", Duration.ofSeconds(30), List.of())));
+      Thread.sleep(300);
+      cluster.worker(1).agent().cancelBarrier("c");
+      assertEquals(Status.Code.CANCELLED, waiting.get(5, TimeUnit.SECONDS).code());
+    }
+  }
+
+  @Test
+  void shutdownBarrierHoldsEarlyTasksUntilEveryoneLeaves() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(2, FAST.withShutdownBarrierTimeout(Duration.ofSeconds(10)))) {
+      cluster.joinAll();
+      var early = CompletableFuture.runAsync(() -> cluster.worker(1).agent().shutdown());
+      Thread.sleep(500);
+      assertTrue(!early.isDone(), "worker 1 must wait at the shutdown barrier");
+      cluster.worker(0).agent().shutdown();
+      early.get(5, TimeUnit.SECONDS);
+      assertEquals(TaskState.DISCONNECTED, cluster.worker(1).agent().state());
+      assertTrue(cluster.errors(W0).isEmpty() && cluster.errors(W1).isEmpty(), "a clean shutdown reports no error");
+    }
+  }
+
+  // ---- key-value store ----
+
+  @Test
+  void keyValueInsertGetAndWaitForAKeyAnotherTaskInserts() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(2, FAST)) {
+      cluster.joinAll();
+      CoordinationAgent zero = cluster.worker(0).agent();
+      CoordinationAgent one = cluster.worker(1).agent();
+      var waiting = CompletableFuture.supplyAsync(() -> one.get("/addr//worker/0", Duration.ofSeconds(10)));
+      Thread.sleep(200);
+      zero.insert("addr/worker/0", "10.0.0.1:5".getBytes(), false);
+      assertEquals("10.0.0.1:5", new String(waiting.get(5, TimeUnit.SECONDS)));
+
+      CoordinationException exists = assertThrows(CoordinationException.class,
+          () -> one.insert("addr/worker/0", new byte[] {1}, false));
+      assertEquals(Status.Code.ALREADY_EXISTS, exists.code());
+      assertTrue(exists.getMessage().contains("key addr/worker/0 already exists."), exists.getMessage());
+      one.insert("addr/worker/0", new byte[] {1}, true);
+      assertArrayEquals(new byte[] {1}, zero.tryGet("addr/worker/0").orElseThrow());
+      assertEquals(Optional.empty(), zero.tryGet("addr/worker/9"));
+    }
+  }
+
+  @Test
+  void keyValueGetTimesOutNamingTheKey() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(1, FAST)) {
+      cluster.joinAll();
+      DeadlineExceededException e = assertThrows(DeadlineExceededException.class,
+          () -> cluster.worker(0).agent().get("never", Duration.ofMillis(300)));
+      assertEquals("GetKeyValue() timed out with key: never after PT0.3S", e.getMessage());
+    }
+  }
+
+  @Test
+  void keyValueDirectoryListingAndRecursiveDelete() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(1, FAST)) {
+      cluster.joinAll();
+      CoordinationAgent agent = cluster.worker(0).agent();
+      agent.insert("job/a", "1".getBytes(), false);
+      agent.insert("job/b/c", "2".getBytes(), false);
+      agent.insert("job", "root".getBytes(), false);
+      agent.insert("jobs/x", "other".getBytes(), false);
+      assertEquals(List.of("job/a", "job/b/c"), List.copyOf(agent.getDir("/job/").keySet()));
+      agent.delete("job");
+      assertEquals(Map.of(), agent.getDir("job"));
+      assertEquals(Optional.empty(), agent.tryGet("job"));
+      assertEquals("other", new String(agent.tryGet("jobs/x").orElseThrow()));
+    }
+  }
+
+  @Test
+  void keyValueIncrementCountsFromZero() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(2, FAST)) {
+      cluster.joinAll();
+      assertEquals(1, cluster.worker(0).agent().increment("step", 1));
+      assertEquals(6, cluster.worker(1).agent().increment("step", 5));
+      assertArrayEquals(new byte[] {0, 0, 0, 0, 0, 0, 0, 6}, cluster.worker(0).agent().tryGet("step").orElseThrow());
+    }
+  }
+
+  @Test
+  void aLeaderThatNeverComesIsNamedAtTheDeadline() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(2, FAST.withJoinTimeout(Duration.ofSeconds(2)))) {
+      cluster.stop(W0);
+      DeadlineExceededException e = assertThrows(DeadlineExceededException.class, () -> cluster.worker(1).join());
+      assertTrue(e.getMessage().contains("could not register with the coordination service within PT2S: "
+          + "coordination leader worker 0 at " + cluster.cluster().taskAddress(W0) + ": connection refused"), e.getMessage());
+    }
+  }
+}

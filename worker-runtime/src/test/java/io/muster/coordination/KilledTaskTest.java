@@ -1,0 +1,119 @@
+package io.muster.coordination;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+import io.muster.testing.ChildJvm;
+import io.muster.testing.Eventually;
+import io.muster.testing.JoinAndWait;
+import io.muster.testing.LocalCluster;
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** One task of a joined job is a child JVM killed with SIGKILL; the tasks left must hear of it in time. */
+class KilledTaskTest {
+
+  private static final Duration HEARTBEAT_TIMEOUT = Duration.ofSeconds(2);
+  private static final CoordinationOptions OPTIONS = CoordinationOptions.DEFAULTS
+      .withHeartbeatTimeout(HEARTBEAT_TIMEOUT).withJoinTimeout(Duration.ofSeconds(60))
+      .withProgressInterval(Duration.ofSeconds(1));
+  private static final Path LOGS = Path.of("target", "child-logs");
+
+  @Test
+  void killedWorkerIsReportedToEveryOtherTaskWithinTheHeartbeatTimeout() throws Exception {
+    runWithChild(3, (errors, cluster) -> {
+      for (int i = 0; i < 3; i++) {
+        CoordinationException e = errors.get(i).get(0);
+        assertEquals(Optional.of(new TaskId("worker", 3)), e.sourceTask(), e.getMessage());
+        assertTrue(e.getMessage().contains("/job:worker/replica:0/task:3 (" + cluster.taskAddress(new TaskId("worker", 3))
+            + ")"), e.getMessage());
+      }
+    });
+  }
+
+  @Test
+  void killedLeaderIsReportedToEveryOtherTaskWithinTheHeartbeatTimeout() throws Exception {
+    runWithChild(0, (errors, cluster) -> {
+      for (int i = 0; i < 3; i++) {
+        String message = errors.get(i).get(0).getMessage();
+        assertTrue(message.contains("coordination leader worker 0 at " + cluster.taskAddress(new TaskId("worker", 0))),
+            message);
+      }
+    });
+  }
+
+  interface Check {
+    void verify(List<List<CoordinationException>> errors, ClusterSpec cluster);
+  }
+
+  /** Four workers: {@code childIndex} in a child JVM, the other three here. */
+  private void runWithChild(int childIndex, Check check) throws Exception {
+    Security security = Security.of(LocalCluster.TOKEN);
+    List<TaskServer> servers = new ArrayList<>();
+    List<String> addresses = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      if (i == childIndex) {
+        try (ServerSocket free = new ServerSocket(0)) {
+          addresses.add("127.0.0.1:" + free.getLocalPort());
+        }
+        servers.add(null);
+      } else {
+        TaskServer server = TaskServer.start(new TaskId("worker", i), new HostPort("127.0.0.1", 0), security);
+        servers.add(server);
+        addresses.add(server.address().toString());
+      }
+    }
+    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
+    TaskId childTask = new TaskId("worker", childIndex);
+    List<TaskRuntime> runtimes = new ArrayList<>();
+    List<List<CoordinationException>> errors = new ArrayList<>();
+    ExecutorService pool = Executors.newFixedThreadPool(3);
+    try (ChildJvm child = ChildJvm.start("killed-" + childIndex, JoinAndWait.class,
+        List.of(String.valueOf(HEARTBEAT_TIMEOUT.toMillis())),
+        Map.of("TF_CONFIG", TfConfig.of(cluster, childTask).toJson(), JobToken.ENV, "test-token-0123456789"), LOGS)) {
+      for (int i = 0; i < 4; i++) {
+        if (i != childIndex) {
+          List<CoordinationException> taskErrors = new CopyOnWriteArrayList<>();
+          errors.add(taskErrors);
+          runtimes.add(TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", i)), security)
+              .server(servers.get(i)).options(OPTIONS).onError(taskErrors::add).start());
+        }
+      }
+      List<CompletableFuture<TaskRuntime>> joins = runtimes.stream()
+          .map(r -> CompletableFuture.supplyAsync(r::join, pool)).toList();
+      child.awaitOutput("JOINED", Duration.ofSeconds(60));
+      for (CompletableFuture<TaskRuntime> join : joins) {
+        join.get(30, TimeUnit.SECONDS);
+      }
+      assertTrue(runtimes.stream().allMatch(r -> r.agent().state() == TaskState.CONNECTED), "all joined");
+
+      child.kill();
+      Duration took = Eventually.within(HEARTBEAT_TIMEOUT.plusSeconds(5), "the failure reaching all three tasks",
+          () -> errors.stream().noneMatch(List::isEmpty));
+      System.out.println("failure of worker " + childIndex + " reached every task " + took.toMillis() + " ms after SIGKILL");
+      check.verify(errors, cluster);
+    } finally {
+      pool.shutdownNow();
+      runtimes.forEach(TaskRuntime::close);
+      servers.stream().filter(s -> s != null).forEach(TaskServer::close);
+    }
+  }
+}

@@ -1,0 +1,115 @@
+package io.muster.testing;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A main class run in a child JVM on the test's class path, its output in a file. Closing it
+ * kills it (SIGKILL) if it is still running: tests end only the processes they started.
+ */
+public final class ChildJvm implements AutoCloseable {
+
+  private final Process process;
+  private final Path output;
+  private final String name;
+
+  private ChildJvm(Process process, Path output, String name) {
+    this.process = process;
+    this.output = output;
+    this.name = name;
+  }
+
+  public static ChildJvm start(String name, Class<?> main, List<String> args, Map<String, String> env, Path dir) {
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.add("-Xmx128m");
+    command.add("-XX:TieredStopAtLevel=1");
+    command.add("-XX:+UseSerialGC");
+    command.add("-Xshare:auto");
+    command.add("-cp");
+    command.add(System.getProperty("java.class.path"));
+    command.add(main.getName());
+    command.addAll(args);
+    try {
+      Files.createDirectories(dir);
+      Path output = dir.resolve(name + ".log");
+      ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output.toFile());
+      builder.environment().remove("TF_CONFIG");
+      builder.environment().remove("MUSTER_JOB_TOKEN");
+      builder.environment().putAll(env);
+      return new ChildJvm(builder.start(), output, name);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot start child JVM " + name, e);
+    }
+  }
+
+  public Process process() {
+    return process;
+  }
+
+  /** Waits for the process to exit and returns its exit code; fails the test past the limit. */
+  public int waitFor(Duration limit) {
+    try {
+      if (!process.waitFor(limit.toMillis(), TimeUnit.MILLISECONDS)) {
+        throw new AssertionError(name + " still running after " + limit + "; output:\n" + output());
+      }
+      return process.exitValue();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted waiting for " + name, e);
+    }
+  }
+
+  /** Waits until the output contains the text; fails the test past the limit or if the process exits first. */
+  public void awaitOutput(String text, Duration limit) {
+    long deadline = System.nanoTime() + limit.toNanos();
+    while (!output().contains(text)) {
+      if (!process.isAlive()) {
+        throw new AssertionError(name + " exited with " + process.exitValue() + " before printing '" + text
+            + "'; output:\n" + output());
+      }
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError(name + " did not print '" + text + "' within " + limit + "; output:\n" + output());
+      }
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new AssertionError("interrupted", e);
+      }
+    }
+  }
+
+  public String output() {
+    try {
+      return Files.exists(output) ? Files.readString(output, StandardCharsets.UTF_8) : "";
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** SIGKILL, as a crash or a preemption would end it. */
+  public void kill() {
+    process.destroyForcibly();
+    try {
+      process.waitFor(10, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public void close() {
+    if (process.isAlive()) {
+      kill();
+    }
+  }
+}
