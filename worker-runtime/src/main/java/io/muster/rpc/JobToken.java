@@ -49,12 +49,13 @@ public final class JobToken {
     return of(value);
   }
 
-  String value() {
+  /** The secret itself, for a transport that carries it (the collective data plane's handshake). */
+  public String value() {
     return value;
   }
 
   /** Constant-time comparison with a presented token; {@code null} never matches. */
-  boolean matches(String presented) {
+  public boolean matches(String presented) {
     return presented != null && MessageDigest.isEqual(digest, sha256(presented));
   }
 

@@ -13,11 +13,7 @@ import io.muster.cluster.TaskId;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.BindException;
-import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.NetworkInterface;
-import java.net.SocketException;
-import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -66,7 +62,7 @@ public final class TaskServer implements AutoCloseable {
    *     host cannot be resolved
    */
   public static TaskServer start(TaskId task, HostPort address, Security security) {
-    InetSocketAddress bind = bindAddress(task, address);
+    InetSocketAddress bind = BindAddresses.forHost(task, address);
     AtomicInteger threads = new AtomicInteger();
     String threadPrefix = "muster-grpc-" + task.job() + "-" + task.index() + "-";
     ExecutorService executor = Executors.newCachedThreadPool(r -> {
@@ -143,22 +139,6 @@ public final class TaskServer implements AutoCloseable {
     }
   }
 
-  private static InetSocketAddress bindAddress(TaskId task, HostPort address) {
-    InetAddress host;
-    try {
-      host = InetAddress.getByName(address.host());
-    } catch (UnknownHostException e) {
-      throw new UncheckedIOException("task " + task + " cannot listen on " + address
-          + ": host '" + address.host() + "' does not resolve", e);
-    }
-    if (isLocal(host)) {
-      return new InetSocketAddress(host, address.port());
-    }
-    log.info("{} resolves to {}, which is not an address of this machine; listening on all interfaces",
-        address.host(), host.getHostAddress());
-    return new InetSocketAddress(address.port());
-  }
-
   /** Netty reports a taken port as a BindException or as its own native exception, somewhere in the chain. */
   private static boolean portTaken(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
@@ -169,14 +149,5 @@ public final class TaskServer implements AutoCloseable {
     return false;
   }
 
-  private static boolean isLocal(InetAddress host) {
-    if (host.isLoopbackAddress() || host.isAnyLocalAddress()) {
-      return true;
-    }
-    try {
-      return NetworkInterface.getByInetAddress(host) != null;
-    } catch (SocketException e) {
-      return false;
-    }
-  }
+
 }

@@ -1,0 +1,411 @@
+package io.muster.collective;
+
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.coordination.CoordinationAgent;
+import io.muster.rpc.JobToken;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The data plane of a collective group: one TCP stream to the next rank (written) and one from
+ * the previous rank (read), set up once and kept for the life of the group.
+ *
+ * <p>Streams are opened with a handshake that carries the job token (checked in constant time;
+ * a stranger is refused and the accept goes on). Data moves in frames: a 16-byte header (type,
+ * op sequence number, step, payload length) then the payload, so a rank that calls a different
+ * collective, or with a different size, is caught instead of mixing data. Small frames are
+ * written by the calling thread; large ones by a sender thread so that sending, receiving and
+ * reducing overlap. When the group fails, an ABORT frame carrying the reason is passed on around
+ * the ring, so every rank fails with the words of the rank that saw the failure first.
+ */
+final class Ring implements AutoCloseable {
+
+  static final int HEADER = 16;
+  private static final int DATA = 1;
+  private static final int ABORT = 2;
+  private static final int MAGIC = 0x4d555331; // "MUS1"
+  private static final Logger log = LoggerFactory.getLogger(Ring.class);
+
+  private final TaskId prevTask;
+  private final TaskId nextTask;
+  private final SocketChannel toNext;
+  private final SocketChannel fromPrev;
+  private final ReentrantLock writeLock = new ReentrantLock();
+  private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+  private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+  private final ByteBuffer[] scatter = new ByteBuffer[2];
+  private final ByteBuffer[] gather = new ByteBuffer[2];
+  private final LinkedBlockingQueue<Frame> queue = new LinkedBlockingQueue<>();
+  private final AtomicLong queued = new AtomicLong();
+  private final AtomicLong sent = new AtomicLong();
+  private final AtomicReference<String> failure = new AtomicReference<>();
+  private final Thread sender;
+  private volatile Thread waiter;
+  volatile long lastProgressNanos = System.nanoTime();
+
+  private record Frame(int seq, int step, ByteBuffer payload) {}
+
+  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, SocketChannel toNext, SocketChannel fromPrev) {
+    this.prevTask = prevTask;
+    this.nextTask = nextTask;
+    this.toNext = toNext;
+    this.fromPrev = fromPrev;
+    this.sender = new Thread(this::sendLoop, "muster-collective-send-" + self.job() + "-" + self.index());
+    sender.setDaemon(true);
+    sender.start();
+  }
+
+  /**
+   * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
+   * the coordination service, connects to the next rank and accepts the previous one.
+   */
+  static Ring connect(CollectiveGroup group, String group_name, String advertisedHost, InetSocketAddress bind,
+      CoordinationAgent agent, JobToken token, Duration timeout) throws IOException {
+    TaskId self = group.self();
+    TaskId prev = group.member(group.rank() - 1);
+    TaskId next = group.member(group.rank() + 1);
+    try (ServerSocketChannel server = ServerSocketChannel.open()) {
+      server.bind(bind);
+      int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+      agent.insert(key(group_name, group.rank()), new HostPort(advertisedHost, port).toString()
+          .getBytes(StandardCharsets.UTF_8), true);
+      HostPort nextAddress = HostPort.parse(new String(agent.get(key(group_name, group.rank() + 1 == group.size()
+          ? 0 : group.rank() + 1), timeout), StandardCharsets.UTF_8));
+      CompletableFuture<SocketChannel> accepted = CompletableFuture.supplyAsync(() -> {
+        try {
+          return accept(server, group, prev, token, timeout);
+        } catch (IOException e) {
+          throw new java.io.UncheckedIOException(e);
+        }
+      }, r -> new Thread(r, "muster-collective-accept-" + self.job() + "-" + self.index()).start());
+      SocketChannel toNext;
+      try {
+        toNext = dial(nextAddress, group.rank(), next, token, timeout);
+      } catch (IOException e) {
+        accepted.cancel(true);
+        throw e;
+      }
+      try {
+        SocketChannel fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
+        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}", self,
+            group.rank(), group.size(), prev, next, nextAddress);
+        return new Ring(self, prev, next, toNext, fromPrev);
+      } catch (Exception e) {
+        toNext.close();
+        Throwable cause = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
+        throw new IOException(self + " could not accept the collective stream from " + prev + ": " + cause.getMessage(), cause);
+      }
+    }
+  }
+
+  static String key(String group, int rank) {
+    return "muster/collective/" + group + "/" + rank;
+  }
+
+  private static SocketChannel dial(HostPort address, int rank, TaskId next, JobToken token, Duration timeout)
+      throws IOException {
+    SocketChannel channel = SocketChannel.open();
+    try {
+      configure(channel);
+      channel.socket().connect(new InetSocketAddress(address.host(), address.port()), (int) timeout.toMillis());
+      Socket socket = channel.socket();
+      socket.setSoTimeout((int) timeout.toMillis());
+      DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+      byte[] secret = token.value().getBytes(StandardCharsets.US_ASCII);
+      out.writeInt(MAGIC);
+      out.writeInt(rank);
+      out.writeInt(secret.length);
+      out.write(secret);
+      out.flush();
+      DataInputStream in = new DataInputStream(socket.getInputStream());
+      if (in.readByte() != 0) {
+        throw new IOException("collective stream to " + next + " at " + address + " refused: " + in.readUTF());
+      }
+      socket.setSoTimeout(0);
+      return channel;
+    } catch (IOException e) {
+      channel.close();
+      throw e instanceof SocketTimeoutException
+          ? new IOException("no answer from " + next + " at " + address + " within " + timeout, e)
+          : e;
+    }
+  }
+
+  private static SocketChannel accept(ServerSocketChannel server, CollectiveGroup group, TaskId prev, JobToken token,
+      Duration timeout) throws IOException {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    int expected = Math.floorMod(group.rank() - 1, group.size());
+    while (true) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (left <= 0) {
+        throw new IOException("no collective stream from " + prev + " within " + timeout);
+      }
+      server.socket().setSoTimeout((int) left);
+      Socket socket;
+      try {
+        socket = server.socket().accept();
+      } catch (SocketTimeoutException e) {
+        throw new IOException("no collective stream from " + prev + " within " + timeout, e);
+      }
+      SocketChannel channel = socket.getChannel();
+      try {
+        configure(channel);
+        socket.setSoTimeout((int) Math.max(1, left));
+        DataInputStream in = new DataInputStream(socket.getInputStream());
+        DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+        String refusal = null;
+        if (in.readInt() != MAGIC) {
+          refusal = "not a Muster collective stream";
+        } else {
+          int rank = in.readInt();
+          int length = in.readInt();
+          if (length < 0 || length > 4096) {
+            refusal = "malformed handshake";
+          } else {
+            byte[] secret = in.readNBytes(length);
+            if (!token.matches(new String(secret, StandardCharsets.US_ASCII))) {
+              refusal = "job token does not match (task " + group.self().fullName() + ")";
+            } else if (rank != expected) {
+              refusal = "rank " + rank + " is not this rank's ring predecessor (" + expected + ")";
+            }
+          }
+        }
+        if (refusal != null) {
+          out.writeByte(1);
+          out.writeUTF(refusal);
+          out.flush();
+          log.warn("refused a collective stream from {}: {}", socket.getRemoteSocketAddress(), refusal);
+          channel.close();
+          continue;
+        }
+        out.writeByte(0);
+        out.flush();
+        socket.setSoTimeout(0);
+        return channel;
+      } catch (IOException e) {
+        log.warn("dropped a collective stream from {}: {}", socket.getRemoteSocketAddress(), e.toString());
+        channel.close();
+      }
+    }
+  }
+
+  private static void configure(SocketChannel channel) throws IOException {
+    channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+    channel.setOption(StandardSocketOptions.SO_SNDBUF, 4 << 20);
+    channel.setOption(StandardSocketOptions.SO_RCVBUF, 4 << 20);
+  }
+
+  TaskId prev() {
+    return prevTask;
+  }
+
+  // ---- sending --------------------------------------------------------------------------------
+
+  /** Writes one frame from the calling thread (only while no frame is queued). */
+  void send(int seq, int step, ByteBuffer payload) {
+    writeLock.lock();
+    try {
+      writeFrame(DATA, seq, step, payload);
+    } catch (IOException e) {
+      throw fail("sending to " + nextTask + " failed: " + e.getMessage(), e);
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
+  /** Queues a frame for the sender thread; the payload must stay untouched until {@link #awaitSent()}. */
+  void enqueue(int seq, int step, ByteBuffer payload) {
+    queued.incrementAndGet();
+    queue.add(new Frame(seq, step, payload));
+  }
+
+  /** Waits until every queued frame has been written. */
+  void awaitSent() {
+    waiter = Thread.currentThread();
+    try {
+      while (sent.get() < queued.get()) {
+        check();
+        LockSupport.parkNanos(20_000);
+      }
+    } finally {
+      waiter = null;
+    }
+    check();
+  }
+
+  private void sendLoop() {
+    try {
+      while (true) {
+        Frame frame = queue.take();
+        writeLock.lock();
+        try {
+          writeFrame(DATA, frame.seq(), frame.step(), frame.payload());
+        } finally {
+          writeLock.unlock();
+        }
+        sent.incrementAndGet();
+        Thread w = waiter;
+        if (w != null && sent.get() >= queued.get()) {
+          LockSupport.unpark(w);
+        }
+      }
+    } catch (InterruptedException e) {
+      // closing
+    } catch (IOException e) {
+      fail("sending to " + nextTask + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  private void writeFrame(int type, int seq, int step, ByteBuffer payload) throws IOException {
+    writeHeader.clear();
+    writeHeader.putInt(type).putInt(seq).putInt(step).putInt(payload.remaining()).flip();
+    gather[0] = writeHeader;
+    gather[1] = payload;
+    while (payload.hasRemaining() || writeHeader.hasRemaining()) {
+      toNext.write(gather);
+    }
+    gather[1] = null;
+  }
+
+  // ---- receiving ------------------------------------------------------------------------------
+
+  /**
+   * Reads the next frame into {@code into} (position to limit), which must be op {@code seq},
+   * step {@code step}, with exactly that many bytes.
+   */
+  void receive(int seq, int step, ByteBuffer into, String what) {
+    check();
+    int expected = into.remaining();
+    try {
+      readHeader.clear();
+      scatter[0] = readHeader;
+      scatter[1] = into;
+      while (readHeader.hasRemaining()) {
+        read(scatter);
+      }
+      readHeader.flip();
+      int type = readHeader.getInt();
+      int gotSeq = readHeader.getInt();
+      int gotStep = readHeader.getInt();
+      int length = readHeader.getInt();
+      if (type == ABORT) {
+        throw fail(readAbortReason(into, expected, length), null);
+      }
+      if (type != DATA || gotSeq != seq || gotStep != step || length != expected) {
+        throw fail("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
+            + length + " bytes, but this rank expected " + what + " (op " + seq + " step " + step + ", " + expected
+            + " bytes); every rank must call the same collectives in the same order with the same sizes", null);
+      }
+      scatter[1] = null;
+      while (into.hasRemaining()) {
+        read(into);
+      }
+    } catch (IOException e) {
+      throw fail(failure.get() != null ? failure.get() : "receiving from " + prevTask + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  private void read(ByteBuffer... buffers) throws IOException {
+    long n = buffers.length == 1 ? fromPrev.read(buffers[0]) : fromPrev.read(buffers);
+    if (n < 0) {
+      throw new IOException("the connection was closed; " + prevTask + " has died or left the job");
+    }
+    lastProgressNanos = System.nanoTime();
+  }
+
+  private String readAbortReason(ByteBuffer into, int expected, int length) throws IOException {
+    into.flip();
+    byte[] reason = new byte[Math.max(0, Math.min(length, 64 << 10))];
+    int have = Math.min(into.remaining(), reason.length);
+    into.get(reason, 0, have);
+    ByteBuffer rest = ByteBuffer.wrap(reason, have, reason.length - have);
+    while (rest.hasRemaining()) {
+      read(rest);
+    }
+    return new String(reason, StandardCharsets.UTF_8);
+  }
+
+  // ---- failure --------------------------------------------------------------------------------
+
+  /** Throws if the group has failed. */
+  void check() {
+    String reason = failure.get();
+    if (reason != null) {
+      throw new CollectiveException("Collective ops is aborted by: " + reason
+          + "\nThe error could be from a previous operation. Restart your program to reset.", null);
+    }
+  }
+
+  /**
+   * Fails the group (the first reason wins), passes the reason to the next rank in an ABORT
+   * frame when the stream is free, and closes both streams.
+   */
+  CollectiveException fail(String reason, Throwable cause) {
+    if (failure.compareAndSet(null, reason)) {
+      log.error("collectives failed: {}", reason);
+      // Stop reading without resetting the stream: a reset would make the previous rank fail with
+      // "connection reset" and name this rank instead of the one that really failed.
+      try {
+        fromPrev.shutdownInput();
+      } catch (IOException e) {
+        closeQuietly(fromPrev);
+      }
+      try {
+        if (writeLock.tryLock(200, TimeUnit.MILLISECONDS)) {
+          try {
+            writeFrame(ABORT, -1, -1, ByteBuffer.wrap(reason.getBytes(StandardCharsets.UTF_8)));
+          } finally {
+            writeLock.unlock();
+          }
+        }
+      } catch (IOException | InterruptedException e) {
+        log.debug("could not pass the abort on to {}: {}", nextTask, e.toString());
+      }
+      closeQuietly(toNext);
+      sender.interrupt();
+    }
+    CollectiveException e = new CollectiveException("Collective ops is aborted by: " + failure.get()
+        + "\nThe error could be from a previous operation. Restart your program to reset.", cause);
+    return e;
+  }
+
+  boolean failed() {
+    return failure.get() != null;
+  }
+
+  @Override
+  public void close() {
+    sender.interrupt();
+    closeQuietly(toNext);
+    closeQuietly(fromPrev);
+  }
+
+  private static void closeQuietly(SocketChannel channel) {
+    try {
+      channel.close();
+    } catch (IOException e) {
+      // already broken
+    }
+  }
+}

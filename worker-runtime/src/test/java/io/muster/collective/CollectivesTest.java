@@ -1,0 +1,261 @@
+package io.muster.collective;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.testing.LocalCollectives;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutionException;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** Every collective against a plain sequential computation, on 1 to 5 ranks over real sockets. */
+class CollectivesTest {
+
+  /** Sizes: empty, one element, fewer elements than ranks, a prime, one that is pipelined in pieces. */
+  private static final int[] SIZES = {0, 1, 3, 7919, 300_001};
+
+  private static long[] values(int rank, int count, long seed) {
+    Random random = new Random(seed * 31 + rank);
+    long[] v = new long[count];
+    for (int i = 0; i < count; i++) {
+      v[i] = random.nextInt(41) - 20; // small integers: every summation order is exact, even in float
+    }
+    return v;
+  }
+
+  private static long expected(ReduceOp op, long[][] all, int i) {
+    long acc = all[0][i];
+    for (int r = 1; r < all.length; r++) {
+      long x = all[r][i];
+      acc = switch (op) {
+        case SUM, MEAN -> acc + x;
+        case PRODUCT -> acc * x;
+        case MIN -> Math.min(acc, x);
+        case MAX -> Math.max(acc, x);
+      };
+    }
+    return acc;
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {1, 2, 3, 4, 5})
+  void allReduceMatchesASequentialReductionForEveryTypeAndOp(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      for (int count : SIZES) {
+        long[][] inputs = new long[n][];
+        for (int r = 0; r < n; r++) {
+          inputs[r] = values(r, count, count);
+        }
+        for (ReduceOp op : ReduceOp.values()) {
+          // PRODUCT of 5 values up to 20 fits in a float's exact range only for small magnitudes
+          long[][] in = op == ReduceOp.PRODUCT ? clamp(inputs, 4) : inputs;
+          List<Object[]> results = group.onAll((c, r) -> {
+            float[] f = toFloat(in[r]);
+            double[] d = toDouble(in[r]);
+            int[] i = toInt(in[r]);
+            long[] l = in[r].clone();
+            c.allReduce(f, op);
+            c.allReduce(d, op);
+            c.allReduce(i, op);
+            c.allReduce(l, op);
+            return new Object[] {f, d, i, l};
+          });
+          for (int r = 0; r < n; r++) {
+            Object[] got = results.get(r);
+            for (int k = 0; k < count; k++) {
+              long exact = expected(op, in, k);
+              String where = op + " n=" + n + " count=" + count + " rank " + r + " element " + k;
+              double realMean = (double) exact / n;
+              // delta 0: exact, except that -0.0 (a float product with a zero) equals the integer 0
+              assertEquals(op == ReduceOp.MEAN ? (float) ((float) exact / n) : (float) exact, ((float[]) got[0])[k], 0f, where);
+              assertEquals(op == ReduceOp.MEAN ? realMean : exact, ((double[]) got[1])[k], 0.0, where);
+              assertEquals(op == ReduceOp.MEAN ? (int) (exact / n) : (int) exact, ((int[]) got[2])[k], where);
+              assertEquals(op == ReduceOp.MEAN ? exact / n : exact, ((long[]) got[3])[k], where);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {2, 3, 5})
+  void everyRankEndsWithBitwiseIdenticalFloats(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      for (int count : new int[] {5, 100_003}) {
+        List<float[]> results = group.onAll((c, r) -> {
+          Random random = new Random(r);
+          float[] f = new float[count];
+          for (int i = 0; i < count; i++) {
+            f[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(8) - 4));
+          }
+          c.allReduce(f, ReduceOp.MEAN);
+          return f;
+        });
+        for (int r = 1; r < n; r++) {
+          for (int i = 0; i < count; i++) {
+            assertEquals(Float.floatToRawIntBits(results.get(0)[i]), Float.floatToRawIntBits(results.get(r)[i]),
+                "rank " + r + " element " + i);
+          }
+        }
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {1, 2, 3, 4})
+  void allGatherConcatenatesDifferentLengthsInRankOrder(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      for (int scale : new int[] {1, 100_000}) {
+        List<float[]> results = group.onAll((c, r) -> {
+          float[] mine = new float[r * scale + (r == 1 ? 0 : 1)];
+          Arrays.fill(mine, r + 0.5f);
+          return c.allGather(mine);
+        });
+        float[] expected = new float[0];
+        for (int r = 0; r < n; r++) {
+          float[] part = new float[r * scale + (r == 1 ? 0 : 1)];
+          Arrays.fill(part, r + 0.5f);
+          float[] joined = Arrays.copyOf(expected, expected.length + part.length);
+          System.arraycopy(part, 0, joined, expected.length, part.length);
+          expected = joined;
+        }
+        for (float[] got : results) {
+          assertArrayEquals(expected, got);
+        }
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {1, 2, 3, 5})
+  void broadcastFromAnyRank(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      for (int root = 0; root < n; root++) {
+        for (int count : new int[] {0, 3, 200_000}) {
+          int from = root;
+          List<double[]> results = group.onAll((c, r) -> {
+            double[] d = new double[count];
+            Arrays.fill(d, r == from ? 42.25 + from : -1);
+            c.broadcast(d, from);
+            return d;
+          });
+          double[] expected = new double[count];
+          Arrays.fill(expected, 42.25 + root);
+          for (double[] got : results) {
+            assertArrayEquals(expected, got);
+          }
+        }
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {2, 3})
+  void directBuffersAreReducedInPlace(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      List<ByteBuffer> results = group.onAll((c, r) -> {
+        ByteBuffer b = ByteBuffer.allocateDirect(4 * 1000).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < 1000; i++) {
+          b.putInt(4 * i, i * (r + 1));
+        }
+        c.allReduce(b, DataType.INT32, ReduceOp.SUM);
+        return b;
+      });
+      int factor = n * (n + 1) / 2;
+      for (ByteBuffer b : results) {
+        for (int i = 0; i < 1000; i++) {
+          assertEquals(i * factor, b.getInt(4 * i));
+        }
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {2, 3})
+  void mismatchedCallsFailEveryRankAndLaterCallsFailFast(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      ExecutionException e = assertThrows(ExecutionException.class, () -> group.onAll((c, r) -> {
+        c.allReduce(new float[r == 0 ? 10 : 20], ReduceOp.SUM);
+        return null;
+      }));
+      assertTrue(e.getCause().getMessage().contains("collectives out of step"), e.getCause().getMessage());
+      for (int r = 0; r < n; r++) {
+        CollectiveException later = assertThrows(CollectiveException.class,
+            () -> group.rank(0).allReduce(new float[1], ReduceOp.SUM));
+        assertTrue(later.getMessage().startsWith("Collective ops is aborted by: "), later.getMessage());
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {3})
+  void meanOnIntegersTruncatesTowardZero(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      // sums: 4 -> 1 (4/3 = 1.33), -4 -> -1 (not -2), 5 -> 1, -5 -> -1
+      List<int[]> results = group.onAll((c, r) -> {
+        int[] v = r == 0 ? new int[] {4, -4, 5, -5} : new int[] {0, 0, 0, 0};
+        c.allReduce(v, ReduceOp.MEAN);
+        return v;
+      });
+      for (int[] got : results) {
+        assertArrayEquals(new int[] {1, -1, 1, -1}, got);
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {3})
+  void aRankThatNeverCallsMakesTheOthersTimeOut(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(2))) {
+      long start = System.nanoTime();
+      List<String> results = group.onAll((c, r) -> {
+        if (r == 2) {
+          return "silent";
+        }
+        try {
+          c.allReduce(new float[1000], ReduceOp.SUM);
+          return "no failure";
+        } catch (CollectiveException e) {
+          return e.getMessage();
+        }
+      });
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertTrue(results.get(0).contains("timed out: no data from worker"), results.get(0));
+      assertTrue(results.get(1).contains("timed out: no data from worker"), results.get(1));
+      assertTrue(took.compareTo(Duration.ofSeconds(2 + 5)) < 0, "took " + took);
+    }
+  }
+
+  private static long[][] clamp(long[][] inputs, int bound) {
+    long[][] out = new long[inputs.length][];
+    for (int r = 0; r < inputs.length; r++) {
+      out[r] = Arrays.stream(inputs[r]).map(v -> Math.max(-bound, Math.min(bound, v))).toArray();
+    }
+    return out;
+  }
+
+  private static float[] toFloat(long[] v) {
+    float[] f = new float[v.length];
+    for (int i = 0; i < v.length; i++) {
+      f[i] = v[i];
+    }
+    return f;
+  }
+
+  private static double[] toDouble(long[] v) {
+    return Arrays.stream(v).asDoubleStream().toArray();
+  }
+
+  private static int[] toInt(long[] v) {
+    return Arrays.stream(v).mapToInt(x -> (int) x).toArray();
+  }
+}

@@ -1,0 +1,107 @@
+package io.muster.collective;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskRuntime;
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+import io.muster.testing.AllReduceLoop;
+import io.muster.testing.ChildJvm;
+import io.muster.testing.LocalCluster;
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of long all-reduces. */
+class KilledRankTest {
+
+  private static final Duration TIMEOUT = Duration.ofSeconds(5);
+  private static final int FLOATS = 8 << 20; // 32 MiB per op: several hundred ms each
+
+  @Test
+  void everyOtherRankFailsWithinTheTimeoutNamingTheDeadRank() throws Exception {
+    Security security = Security.of(LocalCluster.TOKEN);
+    List<String> addresses = new ArrayList<>();
+    List<TaskServer> servers = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      if (i == 2) {
+        try (ServerSocket free = new ServerSocket(0)) {
+          addresses.add("127.0.0.1:" + free.getLocalPort());
+        }
+        servers.add(null);
+      } else {
+        TaskServer s = TaskServer.start(new TaskId("worker", i), new HostPort("127.0.0.1", 0), security);
+        servers.add(s);
+        addresses.add(s.address().toString());
+      }
+    }
+    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
+    ExecutorService pool = Executors.newFixedThreadPool(3);
+    List<TaskRuntime> runtimes = new ArrayList<>();
+    List<Collectives> ranks = new ArrayList<>();
+    try (ChildJvm child = ChildJvm.start("rank-2", AllReduceLoop.class, List.of(String.valueOf(FLOATS)),
+        Map.of("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", 2)).toJson(), JobToken.ENV, LocalCluster.TOKEN.value()),
+        Path.of("target", "child-logs"))) {
+      List<CompletableFuture<Collectives>> setUp = new ArrayList<>();
+      for (int i : new int[] {0, 1, 3}) {
+        TaskRuntime runtime = TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", i)), security)
+            .server(servers.get(i)).options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofSeconds(60))).start();
+        runtimes.add(runtime);
+        setUp.add(CompletableFuture.supplyAsync(() -> {
+          runtime.join();
+          return Collectives.create(CollectiveGroup.of(cluster, runtime.task()), "test", "127.0.0.1", runtime.agent(),
+              LocalCluster.TOKEN, CommunicationOptions.DEFAULTS, TIMEOUT);
+        }, pool));
+      }
+      for (CompletableFuture<Collectives> c : setUp) {
+        ranks.add(c.get(60, TimeUnit.SECONDS));
+      }
+      child.awaitOutput("READY", Duration.ofSeconds(30));
+      List<CompletableFuture<String>> loops = new ArrayList<>();
+      for (Collectives c : ranks) {
+        loops.add(CompletableFuture.supplyAsync(() -> {
+          float[] data = new float[FLOATS];
+          try {
+            while (true) {
+              c.allReduce(data, ReduceOp.SUM);
+            }
+          } catch (CollectiveException e) {
+            return e.getMessage();
+          }
+        }, pool));
+      }
+      Thread.sleep(1500); // several all-reduces in, then one is cut in the middle
+      long killed = System.nanoTime();
+      child.kill();
+      for (CompletableFuture<String> loop : loops) {
+        String message = loop.get(TIMEOUT.plusSeconds(5).toMillis(), TimeUnit.MILLISECONDS);
+        assertTrue(message.contains("worker 2"), message);
+      }
+      Duration took = Duration.ofNanos(System.nanoTime() - killed);
+      System.out.println("all three ranks failed " + took.toMillis() + " ms after SIGKILL of rank 2");
+      assertTrue(took.compareTo(TIMEOUT.plusSeconds(5)) < 0, "took " + took);
+      CollectiveException later = org.junit.jupiter.api.Assertions.assertThrows(CollectiveException.class,
+          () -> ranks.get(0).allReduce(new float[4], ReduceOp.SUM));
+      assertTrue(later.getMessage().contains("worker 2"), later.getMessage());
+    } finally {
+      ranks.forEach(Collectives::close);
+      runtimes.forEach(TaskRuntime::close);
+      servers.stream().filter(s -> s != null).forEach(TaskServer::close);
+      pool.shutdownNow();
+    }
+  }
+}
