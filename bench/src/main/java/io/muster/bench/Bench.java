@@ -12,8 +12,10 @@ public final class Bench {
     String name = args.length == 0 ? "" : args[0];
     switch (name) {
       case "coordination" -> CoordinationBench.run(rest);
+      case "allreduce" -> AllReduceBench.run(rest);
       default -> {
-        System.err.println("usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]");
+        System.err.println("usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]\n"
+            + "       muster bench allreduce [--table] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)");
         System.exit(2);
       }
     }

@@ -1,0 +1,131 @@
+package io.muster.bench;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.Json;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.JobToken;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code muster bench allreduce [--table] N SIZE...}: N ranks in separate JVMs on 127.0.0.1,
+ * float32 SUM all-reduce of each SIZE (bytes; {@code 4K}, {@code 1M} also accepted). Prints rank
+ * 0's JSON line per size; with {@code --table}, also a readable table with algbw and busbw
+ * (NCCL-tests: busbw = algbw x 2(n-1)/n) next to a raw-TCP baseline measured in the same run.
+ */
+final class AllReduceBench {
+  private AllReduceBench() {}
+
+  static void run(List<String> args) throws Exception {
+    boolean table = args.contains("--table");
+    List<String> rest = new ArrayList<>(args);
+    rest.remove("--table");
+    if (rest.size() < 2) {
+      throw new IllegalArgumentException("usage: muster bench allreduce [--table] N SIZE...");
+    }
+    int n = Integer.parseInt(rest.get(0));
+    if (n < 1 || n > 64) {
+      throw new IllegalArgumentException("N must be in 1..64, was " + n);
+    }
+    List<String> sizes = new ArrayList<>();
+    for (String s : rest.subList(1, rest.size())) {
+      long bytes = parseSize(s);
+      if (bytes <= 0 || bytes % 4 != 0 || bytes > (1L << 30)) {
+        throw new IllegalArgumentException("SIZE must be a positive multiple of 4 bytes up to 1G, was " + s);
+      }
+      sizes.add(String.valueOf(bytes));
+    }
+    List<Map<String, Object>> ring = allReduce(n, sizes);
+    if (!table) {
+      return;
+    }
+    Map<Long, Map<String, Object>> tcp = new HashMap<>();
+    for (Map<String, Object> line : tcpBaseline(sizes)) {
+      tcp.put(((Number) line.get("bytes")).longValue(), line);
+    }
+    System.out.printf("%nfloat32 SUM all-reduce, %d ranks on 127.0.0.1 (time: median over ops of the slowest rank)%n", n);
+    System.out.printf("%10s %12s %12s %12s %12s %16s %10s%n", "size", "time", "mean", "algbw GB/s", "busbw GB/s",
+        "tcp GB/s/dir", "busbw/tcp");
+    for (Map<String, Object> line : ring) {
+      long bytes = ((Number) line.get("bytes")).longValue();
+      double median = ((Number) line.get("median_s")).doubleValue();
+      double algbw = bytes / median / 1e9;
+      double busbw = algbw * 2 * (n - 1) / n;
+      double tcpRate = ((Number) tcp.get(bytes).get("gbps_per_direction")).doubleValue();
+      System.out.printf("%10s %12s %12s %12.3f %12.3f %16.3f %10.2f%n", human(bytes), time(median),
+          time(((Number) line.get("mean_s")).doubleValue()), algbw, busbw, tcpRate, busbw / tcpRate);
+    }
+  }
+
+  private static List<Map<String, Object>> allReduce(int n, List<String> sizes) throws Exception {
+    ClusterSpec cluster = Children.localWorkers(n);
+    List<Process> ranks = new ArrayList<>();
+    List<Map<String, Object>> lines = new ArrayList<>();
+    try {
+      for (int i = 0; i < n; i++) {
+        ranks.add(Children.start(AllReduceRank.class, sizes, Map.of(
+            "TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", i)).toJson(), JobToken.ENV, "bench-token")));
+      }
+      BufferedReader out = new BufferedReader(new InputStreamReader(ranks.get(0).getInputStream(), StandardCharsets.UTF_8));
+      for (String line = out.readLine(); line != null; line = out.readLine()) {
+        System.out.println(line);
+        System.out.flush();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> parsed = (Map<String, Object>) Json.parse(line);
+        lines.add(parsed);
+      }
+      for (Process rank : ranks) {
+        if (!rank.waitFor(120, TimeUnit.SECONDS) || rank.exitValue() != 0) {
+          throw new IllegalStateException("a benchmark rank failed; see its output above");
+        }
+      }
+      return lines;
+    } finally {
+      ranks.forEach(Process::destroyForcibly);
+    }
+  }
+
+  private static List<Map<String, Object>> tcpBaseline(List<String> sizes) throws Exception {
+    Process server = Children.start(TcpBaseline.class, List.of("server"), Map.of());
+    try {
+      String port = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8)).readLine();
+      List<String> args = new ArrayList<>(List.of("client", port));
+      args.addAll(sizes);
+      Process client = Children.start(TcpBaseline.class, args, Map.of());
+      List<Map<String, Object>> lines = new ArrayList<>();
+      try (BufferedReader out = new BufferedReader(new InputStreamReader(client.getInputStream(), StandardCharsets.UTF_8))) {
+        for (String line = out.readLine(); line != null; line = out.readLine()) {
+          System.out.println(line);
+          @SuppressWarnings("unchecked")
+          Map<String, Object> parsed = (Map<String, Object>) Json.parse(line);
+          lines.add(parsed);
+        }
+      }
+      client.waitFor(60, TimeUnit.SECONDS);
+      return lines;
+    } finally {
+      server.destroyForcibly();
+    }
+  }
+
+  static long parseSize(String s) {
+    String t = s.trim().toUpperCase();
+    long unit = t.endsWith("K") ? 1L << 10 : t.endsWith("M") ? 1L << 20 : t.endsWith("G") ? 1L << 30 : 1;
+    return Long.parseLong(unit == 1 ? t : t.substring(0, t.length() - 1)) * unit;
+  }
+
+  private static String human(long bytes) {
+    return bytes >= 1 << 20 ? (bytes >> 20) + " MiB" : bytes >= 1 << 10 ? (bytes >> 10) + " KiB" : bytes + " B";
+  }
+
+  private static String time(double seconds) {
+    return seconds >= 1e-3 ? String.format("%.3f ms", seconds * 1e3) : String.format("%.1f us", seconds * 1e6);
+  }
+}

@@ -1,0 +1,109 @@
+package io.muster.bench;
+
+import io.muster.cluster.Json;
+import io.muster.cluster.TfConfig;
+import io.muster.collective.CollectiveGroup;
+import io.muster.collective.Collectives;
+import io.muster.collective.CommunicationOptions;
+import io.muster.collective.DataType;
+import io.muster.collective.ReduceOp;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskRuntime;
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * One rank of {@code muster bench allreduce}: float32 SUM all-reduce of each size. Rank 0 prints
+ * one JSON line per size: each op's time is the maximum over ranks of that op's duration,
+ * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops.
+ */
+public final class AllReduceRank {
+  private AllReduceRank() {}
+
+  public static void main(String[] args) {
+    TfConfig config = TfConfig.fromEnvironment(System.getenv());
+    try (TaskRuntime runtime = TaskRuntime.builder(config, Security.fromEnvironment(System.getenv()))
+        .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofMinutes(2))
+            .withShutdownBarrierTimeout(Duration.ofMinutes(2))).start()) {
+      runtime.join();
+      try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
+          "127.0.0.1", runtime.agent(), JobToken.fromEnvironment(System.getenv()), CommunicationOptions.DEFAULTS,
+          Duration.ofSeconds(30))) {
+        for (String size : args) {
+          run(c, Integer.parseInt(size));
+        }
+      }
+      runtime.agent().shutdown();
+    }
+  }
+
+  /** Seconds taken by {@code ops} all-reduces. */
+  private static double timeOps(Collectives c, ByteBuffer data, int ops) {
+    long start = System.nanoTime();
+    for (int i = 0; i < ops; i++) {
+      c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
+    }
+    return (System.nanoTime() - start) / 1e9;
+  }
+
+  /** Rank 0's count, clamped to 1..100000, on every rank. */
+  private static int agree(Collectives c, long rankZeroCount) {
+    ByteBuffer count = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN)
+        .putLong(0, Math.max(1, Math.min(100_000, rankZeroCount)));
+    c.broadcast(count, 0);
+    return (int) count.getLong(0);
+  }
+
+  private static void run(Collectives c, int bytes) {
+    int n = c.size();
+    ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < bytes; i += 4) {
+      data.putFloat(i, 1f);
+    }
+    c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
+    for (int i = 0; i < bytes; i += 4) {
+      if (data.getFloat(i) != n) {
+        throw new IllegalStateException("all-reduce of ones gave " + data.getFloat(i) + " at byte " + i + ", not " + n);
+      }
+    }
+    // Warm-up (about 0.3 s), then about a second of ops, at least 5; rank 0 decides both counts
+    // and broadcasts them, because every rank must run exactly as many ops.
+    double perOp = timeOps(c, data, 3) / 3;
+    timeOps(c, data, agree(c, (long) (0.3 / perOp)));
+    double warmPerOp = timeOps(c, data, 3) / 3;
+    int total = agree(c, Math.max(5, (long) (1.0 / warmPerOp)));
+    long[] times = new long[total];
+    long loopStart = System.nanoTime();
+    for (int i = 0; i < total; i++) {
+      long t0 = System.nanoTime();
+      c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
+      times[i] = System.nanoTime() - t0;
+    }
+    long loop = System.nanoTime() - loopStart;
+    long[] all = c.allGather(times);
+    if (c.rank() == 0) {
+      long[] max = new long[total];
+      for (int r = 0; r < n; r++) {
+        for (int i = 0; i < total; i++) {
+          max[i] = Math.max(max[i], all[r * total + i]);
+        }
+      }
+      Arrays.sort(max);
+      Map<String, Object> line = new LinkedHashMap<>();
+      line.put("method", "muster-ring");
+      line.put("ranks", n);
+      line.put("bytes", bytes);
+      line.put("median_s", max[total / 2] / 1e9);
+      line.put("mean_s", loop / 1e9 / total);
+      line.put("ops", total);
+      System.out.println(Json.write(line));
+      System.out.flush();
+    }
+  }
+}
