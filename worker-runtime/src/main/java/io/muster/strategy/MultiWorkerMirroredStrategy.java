@@ -1,0 +1,288 @@
+package io.muster.strategy;
+
+import io.muster.cluster.ClusterConfigException;
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.Roles;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import io.muster.cluster.TfConfig;
+import io.muster.collective.CollectiveGroup;
+import io.muster.collective.Collectives;
+import io.muster.collective.CommunicationOptions;
+import io.muster.collective.DataType;
+import io.muster.collective.ReduceOp;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskRuntime;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Synchronous data-parallel training across the chief and workers of a job, the Java counterpart
+ * of {@code tf.distribute.MultiWorkerMirroredStrategy} with one replica per task.
+ *
+ * <p>{@link Builder#build()} starts the task's server, joins the coordination service (waiting
+ * for every task, with a deadline) and sets up the collective ring. Replicas start identical by
+ * {@link #broadcastFromChief}; gradients are averaged with {@link #allReduce} (MEAN by default,
+ * many small arrays packed into few buffers of about {@code bytesPerPack}). When the coordination
+ * service declares a task failed, collectives in flight and later fail with that error instead of
+ * waiting. {@link #close()} leaves through a shutdown barrier, so a task that finishes early waits
+ * for the others instead of tearing the ring down under them.
+ */
+public final class MultiWorkerMirroredStrategy implements AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(MultiWorkerMirroredStrategy.class);
+
+  private final TaskRuntime runtime;
+  private final Collectives collectives;
+  private final ClusterSpec cluster;
+  private final TaskId task;
+  private final CommunicationOptions communication;
+  private final Duration barrierTimeout;
+  private ByteBuffer pack = ByteBuffer.allocateDirect(0);
+
+  private MultiWorkerMirroredStrategy(TaskRuntime runtime, Collectives collectives, CommunicationOptions communication,
+      Duration barrierTimeout) {
+    this.runtime = runtime;
+    this.collectives = collectives;
+    this.cluster = runtime.cluster();
+    this.task = runtime.task();
+    this.communication = communication;
+    this.barrierTimeout = barrierTimeout;
+  }
+
+  /** A builder reading {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} from the environment unless told otherwise. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  public TaskId taskId() {
+    return task;
+  }
+
+  public ClusterSpec cluster() {
+    return cluster;
+  }
+
+  /** Chief plus workers: one replica each. */
+  public int numReplicasInSync() {
+    return collectives.size();
+  }
+
+  /** The chief, or worker 0 when there is no chief: the task that writes checkpoints and summaries. */
+  public boolean isChief() {
+    return Roles.isChief(cluster, task);
+  }
+
+  /** This task's input shard: its {@code id_in_cluster}. */
+  public int inputPipelineId() {
+    return collectives.rank();
+  }
+
+  public int numInputPipelines() {
+    return collectives.size();
+  }
+
+  public Collectives collectives() {
+    return collectives;
+  }
+
+  public TaskRuntime runtime() {
+    return runtime;
+  }
+
+  /** Makes every replica's variables equal to the chief's (rank 0), packed into one transfer. */
+  public void broadcastFromChief(List<float[]> variables) {
+    ByteBuffer buffer = packBuffer(variables);
+    collectives.broadcast(buffer, 0);
+    unpack(buffer, variables);
+  }
+
+  /** All-reduces the arrays with MEAN, in place: gradients summed over replicas, divided by their number. */
+  public void allReduce(List<float[]> values) {
+    allReduce(values, ReduceOp.MEAN);
+  }
+
+  /**
+   * All-reduces the arrays in place, packed into buffers of about {@code bytesPerPack} (a pack is
+   * closed once it exceeds that size; 0 puts everything in one pack), one collective per pack.
+   */
+  public void allReduce(List<float[]> values, ReduceOp op) {
+    long limit = communication.bytesPerPack();
+    List<float[]> current = new ArrayList<>();
+    long bytes = 0;
+    for (float[] value : values) {
+      current.add(value);
+      bytes += 4L * value.length;
+      if (limit > 0 && bytes > limit) {
+        reducePack(current, op);
+        current.clear();
+        bytes = 0;
+      }
+    }
+    if (!current.isEmpty()) {
+      reducePack(current, op);
+    }
+  }
+
+  private void reducePack(List<float[]> values, ReduceOp op) {
+    ByteBuffer buffer = packBuffer(values);
+    collectives.allReduce(buffer, DataType.FLOAT32, op);
+    unpack(buffer, values);
+  }
+
+  private ByteBuffer packBuffer(List<float[]> values) {
+    long total = 0;
+    for (float[] v : values) {
+      total += 4L * v.length;
+    }
+    if (total > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("a pack of " + total + " bytes exceeds 2 GiB; set bytesPerPack");
+    }
+    if (pack.capacity() < total) {
+      pack = ByteBuffer.allocateDirect((int) total).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    ByteBuffer buffer = pack.clear().limit((int) total).order(ByteOrder.LITTLE_ENDIAN);
+    var floats = buffer.asFloatBuffer();
+    values.forEach(floats::put);
+    return buffer;
+  }
+
+  private static void unpack(ByteBuffer buffer, List<float[]> values) {
+    var floats = buffer.asFloatBuffer();
+    values.forEach(floats::get);
+  }
+
+  /** Waits until every replica reaches the barrier with this id (the id may be reused). */
+  public void barrier(String id) {
+    runtime.agent().barrier(id, barrierTimeout, List.of());
+  }
+
+  /** Waits at the shutdown barrier for every other task, then stops the collectives, agent and server. */
+  @Override
+  public void close() {
+    try {
+      if (runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
+        runtime.agent().shutdown();
+      }
+    } finally {
+      collectives.close();
+      runtime.close();
+    }
+  }
+
+  /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
+  public static final class Builder {
+    private TfConfig config;
+    private Security security;
+    private TaskServer server;
+    private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
+    private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
+        .withShutdownBarrierTimeout(Duration.ofMinutes(1));
+    private Map<String, String> environment = System.getenv();
+
+    private Builder() {}
+
+    public Builder tfConfig(TfConfig value) {
+      this.config = value;
+      return this;
+    }
+
+    public Builder cluster(ClusterSpec cluster, TaskId task) {
+      this.config = TfConfig.of(cluster, task);
+      return this;
+    }
+
+    public Builder security(Security value) {
+      this.security = value;
+      return this;
+    }
+
+    /** A server the launcher already bound for this task (it keeps ownership). */
+    public Builder server(TaskServer value) {
+      this.server = value;
+      return this;
+    }
+
+    public Builder communication(CommunicationOptions value) {
+      this.communication = value;
+      return this;
+    }
+
+    public Builder coordination(CoordinationOptions value) {
+      this.coordination = value;
+      return this;
+    }
+
+    /** Where {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} are read from when not given. */
+    public Builder environment(Map<String, String> value) {
+      this.environment = value;
+      return this;
+    }
+
+    /**
+     * Starts the server, joins every task and sets up the ring.
+     *
+     * @throws ClusterConfigException naming what is wrong with the cluster or this task
+     */
+    public MultiWorkerMirroredStrategy build() {
+      TfConfig tfConfig = config != null ? config : TfConfig.fromEnvironment(environment);
+      Security sec = security != null ? security : Security.fromEnvironment(environment);
+      ClusterSpec cluster = tfConfig.cluster();
+      if (cluster.isEmpty()) {
+        throw new ClusterConfigException("MultiWorkerMirroredStrategy needs a cluster: TF_CONFIG has no \"cluster\"");
+      }
+      TaskId task = tfConfig.requireTask();
+      Roles.validate(cluster, task.job(), task.index());
+      if (cluster.numTasks(TaskType.CHIEF) + cluster.numTasks(TaskType.WORKER) == 0) {
+        throw new ClusterConfigException("No `worker`, `chief` or `evaluator` tasks can be found in `cluster_spec`.");
+      }
+      if (!task.is(TaskType.CHIEF) && !task.is(TaskType.WORKER)) {
+        throw new ClusterConfigException("MultiWorkerMirroredStrategy runs on chief and worker tasks; this task is "
+            + task + " (a ps or evaluator runs its own server instead)");
+      }
+      Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout());
+      TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination);
+      if (server != null) {
+        runtimeBuilder.server(server);
+      }
+      // A task failure reported by the coordination service aborts the ring, even one reported
+      // while the ring is still being set up.
+      AtomicReference<Collectives> ring = new AtomicReference<>();
+      AtomicReference<String> failure = new AtomicReference<>();
+      runtimeBuilder.onError(e -> {
+        failure.compareAndSet(null, e.getMessage());
+        Collectives c = ring.get();
+        if (c != null) {
+          c.abort(e.getMessage());
+        }
+      });
+      TaskRuntime runtime = runtimeBuilder.start();
+      try {
+        runtime.join();
+        Collectives collectives = Collectives.create(CollectiveGroup.of(cluster, task), "mwms",
+            HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec.token(), communication,
+            collectiveTimeout);
+        ring.set(collectives);
+        if (failure.get() != null) {
+          collectives.abort(failure.get());
+        }
+        log.info("{}: MultiWorkerMirroredStrategy ready, replica {} of {}{}", task, collectives.rank(),
+            collectives.size(), Roles.isChief(cluster, task) ? " (chief)" : "");
+        return new MultiWorkerMirroredStrategy(runtime, collectives, communication, coordination.joinTimeout());
+      } catch (RuntimeException e) {
+        runtime.close();
+        throw e;
+      }
+    }
+  }
+}

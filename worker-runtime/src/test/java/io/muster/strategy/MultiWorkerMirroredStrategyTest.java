@@ -1,0 +1,147 @@
+package io.muster.strategy;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.ClusterConfigException;
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.collective.CommunicationOptions;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+import io.muster.testing.LocalCluster;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import org.junit.jupiter.api.Test;
+
+class MultiWorkerMirroredStrategyTest {
+
+  private static final Security SECURITY = Security.of(LocalCluster.TOKEN);
+  private static final CoordinationOptions COORDINATION = CoordinationOptions.DEFAULTS
+      .withHeartbeatTimeout(Duration.ofSeconds(5)).withJoinTimeout(Duration.ofSeconds(30))
+      .withShutdownBarrierTimeout(Duration.ofSeconds(30));
+
+  /** Builds a strategy on every task of a chief + workers cluster concurrently and applies {@code body} on each. */
+  private static <T> List<T> onEveryTask(List<TaskId> tasks, CommunicationOptions communication,
+      Function<MultiWorkerMirroredStrategy, T> body) throws Exception {
+    List<TaskServer> servers = new ArrayList<>();
+    Map<String, Map<Integer, String>> jobs = new LinkedHashMap<>();
+    for (TaskId task : tasks) {
+      TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), SECURITY);
+      servers.add(server);
+      jobs.computeIfAbsent(task.job(), j -> new LinkedHashMap<>()).put(task.index(), server.address().toString());
+    }
+    ClusterSpec cluster = ClusterSpec.ofSparse(jobs);
+    try {
+      List<CompletableFuture<T>> runs = new ArrayList<>();
+      for (TaskServer server : servers) {
+        runs.add(CompletableFuture.supplyAsync(() -> {
+          try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
+              .cluster(cluster, server.task()).security(SECURITY).server(server)
+              .coordination(COORDINATION).communication(communication).build()) {
+            return body.apply(strategy);
+          }
+        }, r -> new Thread(r, "mwms-test-" + server.task()).start()));
+      }
+      List<T> results = new ArrayList<>();
+      for (CompletableFuture<T> run : runs) {
+        results.add(run.get(60, TimeUnit.SECONDS));
+      }
+      return results;
+    } finally {
+      servers.forEach(TaskServer::close);
+    }
+  }
+
+  private static final List<TaskId> CHIEF_AND_TWO_WORKERS =
+      List.of(new TaskId("chief", 0), new TaskId("worker", 0), new TaskId("worker", 1));
+
+  @Test
+  void replicasRanksAndChiefFollowTensorFlowsRules() throws Exception {
+    List<String> seen = onEveryTask(CHIEF_AND_TWO_WORKERS, CommunicationOptions.DEFAULTS,
+        s -> s.taskId() + " replicas=" + s.numReplicasInSync() + " chief=" + s.isChief() + " pipeline="
+            + s.inputPipelineId() + "/" + s.numInputPipelines());
+    assertEquals(List.of("chief 0 replicas=3 chief=true pipeline=0/3", "worker 0 replicas=3 chief=false pipeline=1/3",
+        "worker 1 replicas=3 chief=false pipeline=2/3"), seen);
+  }
+
+  @Test
+  void broadcastFromChiefMakesEveryReplicaStartIdentical() throws Exception {
+    List<List<float[]>> vars = onEveryTask(CHIEF_AND_TWO_WORKERS, CommunicationOptions.DEFAULTS, s -> {
+      float seed = s.inputPipelineId() + 1;
+      List<float[]> variables = List.of(new float[] {seed, seed * 2}, new float[] {seed * 3});
+      s.broadcastFromChief(variables);
+      return variables;
+    });
+    for (List<float[]> v : vars) {
+      assertArrayEquals(new float[] {1, 2}, v.get(0));
+      assertArrayEquals(new float[] {3}, v.get(1));
+    }
+  }
+
+  @Test
+  void gradientsAreAveragedAcrossReplicasInSmallPacks() throws Exception {
+    CommunicationOptions packs = CommunicationOptions.DEFAULTS.withBytesPerPack(16);
+    List<List<float[]>> grads = onEveryTask(CHIEF_AND_TWO_WORKERS, packs, s -> {
+      float x = s.inputPipelineId();
+      List<float[]> g = List.of(new float[] {x, x, x, x, x}, new float[] {1}, new float[0], new float[] {3 * x, 6});
+      s.allReduce(g);
+      return g;
+    });
+    for (List<float[]> g : grads) {
+      assertArrayEquals(new float[] {1, 1, 1, 1, 1}, g.get(0)); // mean of 0, 1, 2
+      assertArrayEquals(new float[] {1}, g.get(1));
+      assertArrayEquals(new float[0], g.get(2));
+      assertArrayEquals(new float[] {3, 6}, g.get(3));
+    }
+  }
+
+  @Test
+  void aTaskThatFinishesEarlyWaitsForTheOthersAtShutdown() throws Exception {
+    List<Long> closeMillis = onEveryTask(List.of(new TaskId("worker", 0), new TaskId("worker", 1)),
+        CommunicationOptions.DEFAULTS, s -> {
+          if (s.inputPipelineId() == 1) {
+            sleep(1500); // worker 1 is still training
+          }
+          long start = System.nanoTime();
+          s.close(); // closing twice (here and at the end of the try) is harmless
+          return Duration.ofNanos(System.nanoTime() - start).toMillis();
+        });
+    assertTrue(closeMillis.get(0) >= 1200, "worker 0 left after " + closeMillis.get(0) + " ms, before worker 1 finished");
+    assertTrue(closeMillis.get(1) < 1200, "worker 1 should not wait: " + closeMillis.get(1) + " ms");
+  }
+
+  @Test
+  void configurationErrorsNameTheProblem() {
+    ClusterSpec withPs = ClusterSpec.of(Map.of("worker", List.of("127.0.0.1:1"), "ps", List.of("127.0.0.1:2")));
+    ClusterConfigException ps = assertThrows(ClusterConfigException.class, () -> MultiWorkerMirroredStrategy.builder()
+        .cluster(withPs, new TaskId("ps", 0)).security(SECURITY).build());
+    assertEquals("MultiWorkerMirroredStrategy runs on chief and worker tasks; this task is ps 0 (a ps or evaluator "
+        + "runs its own server instead)", ps.getMessage());
+    ClusterConfigException empty = assertThrows(ClusterConfigException.class, () -> MultiWorkerMirroredStrategy.builder()
+        .environment(Map.of("MUSTER_JOB_TOKEN", "x")).build());
+    assertEquals("MultiWorkerMirroredStrategy needs a cluster: TF_CONFIG has no \"cluster\"", empty.getMessage());
+    IllegalArgumentException pack = assertThrows(IllegalArgumentException.class,
+        () -> CommunicationOptions.DEFAULTS.withBytesPerPack(-1));
+    assertEquals("bytesPerPack must be >= 0, was -1", pack.getMessage());
+    assertEquals(CommunicationOptions.Implementation.NCCL, CommunicationOptions.Implementation.parse("nccl"));
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}
