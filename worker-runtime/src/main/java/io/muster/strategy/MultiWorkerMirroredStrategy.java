@@ -251,6 +251,10 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
             + task + " (a ps or evaluator runs its own server instead)");
       }
       Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout());
+      if (sec.tls().isPresent()) {
+        log.warn("TLS protects the task servers' gRPC calls; the collective data plane (tensor bytes between ring "
+            + "neighbours) is token-checked but not encrypted");
+      }
       TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination);
       if (server != null) {
         runtimeBuilder.server(server);

@@ -1,0 +1,129 @@
+package io.muster.examples;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.Json;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.JobToken;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs {@link SoftmaxRegression} as N local workers, each its own JVM with its own {@code TF_CONFIG}
+ * (the way N hosts would run it), relays their output prefixed with the task, and checks that all
+ * ended with the same weights. {@code ./muster example softmax [--workers 4] [training args]}.
+ */
+public final class LocalTraining {
+
+  /** What one run produced: each worker's result line, in worker order. */
+  public record Result(int exitCode, List<Map<String, Object>> workers) {}
+
+  private LocalTraining() {}
+
+  public static void main(String[] args) throws Exception {
+    List<String> rest = new ArrayList<>(Arrays.asList(args));
+    int workers = 4;
+    int at = rest.indexOf("--workers");
+    if (at >= 0) {
+      if (at + 1 >= rest.size()) {
+        throw new IllegalArgumentException("--workers needs a value");
+      }
+      workers = Integer.parseInt(rest.get(at + 1));
+      rest.subList(at, at + 2).clear();
+    }
+    if (workers < 1 || workers > 16) {
+      throw new IllegalArgumentException("--workers must be in 1..16, was " + workers);
+    }
+    System.exit(run(workers, rest, System.out).exitCode());
+  }
+
+  public static Result run(int workers, List<String> trainingArgs, PrintStream out) throws Exception {
+    List<String> addresses = new ArrayList<>();
+    for (int i = 0; i < workers; i++) {
+      // Local runs only: the workers are separate JVMs that need their ports before they start.
+      try (ServerSocket free = new ServerSocket(0)) {
+        addresses.add("127.0.0.1:" + free.getLocalPort());
+      }
+    }
+    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
+    byte[] secret = new byte[16];
+    new SecureRandom().nextBytes(secret);
+    String token = HexFormat.of().formatHex(secret);
+    out.println("cluster: " + cluster);
+    List<Process> processes = new ArrayList<>();
+    List<CompletableFuture<Map<String, Object>>> results = new ArrayList<>();
+    try {
+      for (int i = 0; i < workers; i++) {
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
+        command.addAll(trainingArgs);
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
+        builder.environment().put(JobToken.ENV, token);
+        Process process = builder.start();
+        processes.add(process);
+        String prefix = "[worker " + i + "] ";
+        results.add(CompletableFuture.supplyAsync(() -> relay(process, prefix, out)));
+      }
+      int exit = 0;
+      List<Map<String, Object>> lines = new ArrayList<>();
+      for (int i = 0; i < workers; i++) {
+        Map<String, Object> line = results.get(i).get(10, TimeUnit.MINUTES);
+        Process p = processes.get(i);
+        p.waitFor(1, TimeUnit.MINUTES);
+        if (p.exitValue() != 0 || line == null) {
+          out.println("worker " + i + " failed with exit code " + p.exitValue());
+          exit = 1;
+        }
+        lines.add(line);
+      }
+      if (exit == 0) {
+        long distinct = lines.stream().map(l -> l.get("weights_sha256")).distinct().count();
+        if (distinct != 1) {
+          out.println("the workers ended with different weights: " + lines);
+          exit = 1;
+        } else {
+          out.printf("%d workers, held-out accuracy %.4f, identical final weights on every worker (sha256 %s)%n",
+              workers, ((Number) lines.get(0).get("accuracy")).doubleValue(), lines.get(0).get("weights_sha256"));
+        }
+      }
+      return new Result(exit, lines);
+    } finally {
+      processes.forEach(Process::destroyForcibly);
+    }
+  }
+
+  /** Copies a worker's output with its prefix; returns its JSON result line, or null. */
+  @SuppressWarnings("unchecked")
+  private static Map<String, Object> relay(Process process, String prefix, PrintStream out) {
+    Map<String, Object> result = null;
+    try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        synchronized (out) {
+          out.println(prefix + line);
+        }
+        if (line.startsWith("{\"task\"")) {
+          result = (Map<String, Object>) Json.parse(line);
+        }
+      }
+    } catch (IOException e) {
+      synchronized (out) {
+        out.println(prefix + "output lost: " + e.getMessage());
+      }
+    }
+    return result;
+  }
+}

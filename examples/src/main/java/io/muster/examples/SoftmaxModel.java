@@ -1,0 +1,88 @@
+package io.muster.examples;
+
+import java.util.List;
+
+/** Multinomial logistic regression: weights {@code [features x classes]} and a bias per class. */
+final class SoftmaxModel {
+  final int features;
+  final int classes;
+  final float[] weights;
+  final float[] bias;
+
+  SoftmaxModel(int features, int classes) {
+    this.features = features;
+    this.classes = classes;
+    this.weights = new float[features * classes];
+    this.bias = new float[classes];
+  }
+
+  List<float[]> variables() {
+    return List.of(weights, bias);
+  }
+
+  /** Class probabilities of one row into {@code out}. */
+  void predict(float[] row, float[] out) {
+    float max = Float.NEGATIVE_INFINITY;
+    for (int c = 0; c < classes; c++) {
+      float z = bias[c];
+      for (int f = 0; f < features; f++) {
+        z += row[f] * weights[f * classes + c];
+      }
+      out[c] = z;
+      max = Math.max(max, z);
+    }
+    float sum = 0;
+    for (int c = 0; c < classes; c++) {
+      out[c] = (float) Math.exp(out[c] - max);
+      sum += out[c];
+    }
+    for (int c = 0; c < classes; c++) {
+      out[c] /= sum;
+    }
+  }
+
+  /**
+   * Mean cross-entropy gradient of rows {@code [from, to)} into {@code gradW}/{@code gradB}
+   * (overwritten); returns the mean loss.
+   */
+  float gradient(SyntheticBlobs data, int[] order, int from, int to, float[] gradW, float[] gradB) {
+    java.util.Arrays.fill(gradW, 0);
+    java.util.Arrays.fill(gradB, 0);
+    float[] p = new float[classes];
+    double loss = 0;
+    int n = to - from;
+    for (int k = from; k < to; k++) {
+      int i = order[k];
+      float[] row = data.x()[i];
+      predict(row, p);
+      loss -= Math.log(Math.max(p[data.y()[i]], 1e-12f));
+      p[data.y()[i]] -= 1;
+      for (int c = 0; c < classes; c++) {
+        float d = p[c] / n;
+        gradB[c] += d;
+        for (int f = 0; f < features; f++) {
+          gradW[f * classes + c] += row[f] * d;
+        }
+      }
+    }
+    return (float) (loss / n);
+  }
+
+  double accuracy(SyntheticBlobs data) {
+    float[] p = new float[classes];
+    int correct = 0;
+    for (int i = 0; i < data.rows(); i++) {
+      predict(data.x()[i], p);
+      int best = 0;
+      for (int c = 1; c < classes; c++) {
+        if (p[c] > p[best]) {
+          best = c;
+        }
+      }
+      if (best == data.y()[i]) {
+        correct++;
+      }
+    }
+    return (double) correct / data.rows();
+  }
+}

@@ -1,0 +1,117 @@
+package io.muster.examples;
+
+import io.muster.cluster.Json;
+import io.muster.strategy.MultiWorkerMirroredStrategy;
+import java.nio.ByteBuffer;
+import java.security.MessageDigest;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Distributed softmax regression on {@link MultiWorkerMirroredStrategy}: run one per worker, each
+ * with its own {@code TF_CONFIG} and the job's {@code MUSTER_JOB_TOKEN}.
+ *
+ * <p>Every worker makes the same synthetic data set, keeps its shard (every N-th row), and trains
+ * with local batches of {@code global-batch / N}; gradients are averaged across workers each step,
+ * so the update equals one over the global batch. Prints one JSON line: the held-out accuracy and a
+ * SHA-256 of the final weights, which must be the same on every worker.
+ *
+ * <p>Arguments: {@code [--epochs 5] [--global-batch 240] [--learning-rate 0.5] [--seed 7]}.
+ */
+public final class SoftmaxRegression {
+
+  private static final Logger log = LoggerFactory.getLogger(SoftmaxRegression.class);
+  static final int TRAIN_ROWS = 24_000;
+  static final int TEST_ROWS = 6_000;
+  static final int FEATURES = 20;
+  static final int CLASSES = 10;
+
+  private SoftmaxRegression() {}
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> options = Args.parse(args, Map.of("--epochs", "5", "--global-batch", "240",
+        "--learning-rate", "0.5", "--seed", "7"));
+    int epochs = Args.positiveInt(options, "--epochs");
+    int globalBatch = Args.positiveInt(options, "--global-batch");
+    float learningRate = Float.parseFloat(options.get("--learning-rate"));
+    long seed = Long.parseLong(options.get("--seed"));
+
+    try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().build()) {
+      int workers = strategy.numReplicasInSync();
+      if (globalBatch % workers != 0) {
+        throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of the number of "
+            + "workers (" + workers + ") so that every worker takes an equal local batch");
+      }
+      SyntheticBlobs all = SyntheticBlobs.generate(seed, TRAIN_ROWS + TEST_ROWS, FEATURES, CLASSES);
+      SyntheticBlobs train = all.range(0, TRAIN_ROWS).shard(strategy.inputPipelineId(), strategy.numInputPipelines());
+      SyntheticBlobs test = all.range(TRAIN_ROWS, TRAIN_ROWS + TEST_ROWS);
+      int localBatch = globalBatch / workers;
+      int steps = train.rows() / localBatch;
+
+      SoftmaxModel model = new SoftmaxModel(FEATURES, CLASSES);
+      Random init = new Random(seed * 1000 + strategy.inputPipelineId()); // differs per worker on purpose
+      for (int i = 0; i < model.weights.length; i++) {
+        model.weights[i] = (float) (init.nextGaussian() * 0.01);
+      }
+      strategy.broadcastFromChief(model.variables());
+
+      float[] gradW = new float[model.weights.length];
+      float[] gradB = new float[model.bias.length];
+      float[] lossHolder = new float[1];
+      int[] order = new int[train.rows()];
+      long start = System.nanoTime();
+      for (int epoch = 0; epoch < epochs; epoch++) {
+        shuffle(order, new Random(seed + 31L * epoch + strategy.inputPipelineId()));
+        double epochLoss = 0;
+        for (int step = 0; step < steps; step++) {
+          lossHolder[0] = model.gradient(train, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
+          strategy.allReduce(List.of(gradW, gradB, lossHolder));
+          for (int i = 0; i < gradW.length; i++) {
+            model.weights[i] -= learningRate * gradW[i];
+          }
+          for (int i = 0; i < gradB.length; i++) {
+            model.bias[i] -= learningRate * gradB[i];
+          }
+          epochLoss += lossHolder[0];
+        }
+        if (strategy.isChief()) {
+          double seconds = (System.nanoTime() - start) / 1e9;
+          log.info("epoch {}: loss {} held-out accuracy {} ({} examples/s over {} workers)", epoch + 1,
+              String.format("%.4f", epochLoss / steps), String.format("%.4f", model.accuracy(test)),
+              Math.round((epoch + 1) * (double) steps * globalBatch / seconds), workers);
+        }
+      }
+      Map<String, Object> result = new LinkedHashMap<>();
+      result.put("task", strategy.taskId().toString());
+      result.put("workers", workers);
+      result.put("accuracy", model.accuracy(test));
+      result.put("weights_sha256", sha256(model));
+      System.out.println(Json.write(result));
+      System.out.flush();
+    }
+  }
+
+  private static void shuffle(int[] order, Random random) {
+    for (int i = 0; i < order.length; i++) {
+      order[i] = i;
+    }
+    for (int i = order.length - 1; i > 0; i--) {
+      int j = random.nextInt(i + 1);
+      int t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+  }
+
+  private static String sha256(SoftmaxModel model) throws Exception {
+    MessageDigest digest = MessageDigest.getInstance("SHA-256");
+    ByteBuffer bytes = ByteBuffer.allocate(4 * (model.weights.length + model.bias.length));
+    bytes.asFloatBuffer().put(model.weights).put(model.bias);
+    return HexFormat.of().formatHex(digest.digest(bytes.array()));
+  }
+}
