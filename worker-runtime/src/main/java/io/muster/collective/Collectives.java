@@ -29,7 +29,10 @@ import org.slf4j.LoggerFactory;
  */
 public final class Collectives implements AutoCloseable {
 
-  /** Frames up to this size are written by the calling thread; larger ones are pipelined in pieces. */
+  /**
+   * Frames up to this size are written by the calling thread; larger ones are pipelined in pieces.
+   * All-reduces up to this size run as all-gather plus a local reduction.
+   */
   static final int INLINE_BYTES = 64 << 10;
   /** Piece size for pipelined transfers: sending, receiving and reducing overlap piece by piece. */
   static final int PIECE_BYTES = 256 << 10;
@@ -40,6 +43,7 @@ public final class Collectives implements AutoCloseable {
   private final Duration timeout;
   private final ScheduledExecutorService watchdog;
   private ByteBuffer work = ByteBuffer.allocateDirect(0);
+  private ByteBuffer gathered = ByteBuffer.allocateDirect(0);
   private final ByteBuffer staging = ByteBuffer.allocateDirect(PIECE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private int seq;
   private volatile String currentOp;
@@ -116,6 +120,10 @@ public final class Collectives implements AutoCloseable {
     ByteBuffer buffer = data.slice().order(ByteOrder.LITTLE_ENDIAN);
     int count = buffer.remaining() / type.bytes();
     int n = group.size();
+    if (n > 1 && buffer.remaining() <= INLINE_BYTES) {
+      allReduceByGather(buffer, type, op, count);
+      return;
+    }
     int mySeq = begin("all-reduce of " + count + " " + type + " (" + op + ")");
     try {
       if (n == 1) {
@@ -182,6 +190,35 @@ public final class Collectives implements AutoCloseable {
     w.asLongBuffer().put(data);
     allReduce(w, DataType.INT64, op);
     w.asLongBuffer().get(data);
+  }
+
+  /**
+   * Small all-reduce: every rank's data goes around the ring once (n - 1 steps instead of the
+   * ring algorithm's 2(n - 1), which is what latency is made of at this size), then every rank
+   * combines the n contributions in rank order, so all get bitwise-identical results.
+   */
+  private void allReduceByGather(ByteBuffer buffer, DataType type, ReduceOp op, int count) {
+    int n = group.size();
+    int bytes = buffer.remaining();
+    if (gathered.capacity() < n * bytes) {
+      gathered = ByteBuffer.allocateDirect(n * bytes).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    ByteBuffer all = gathered.clear().order(ByteOrder.LITTLE_ENDIAN);
+    int[] offsets = new int[n];
+    int[] sizes = new int[n];
+    for (int i = 0; i < n; i++) {
+      offsets[i] = i * bytes;
+      sizes[i] = bytes;
+    }
+    all.put(group.rank() * bytes, buffer, 0, bytes);
+    ringGather(all, offsets, sizes, "all-reduce of " + count + " " + type + " (" + op + ")");
+    for (int i = 1; i < n; i++) {
+      Reductions.combine(type, op, all, 0, all, i * bytes, count);
+    }
+    if (op == ReduceOp.MEAN) {
+      Reductions.divide(type, all, 0, count, n);
+    }
+    buffer.put(0, all, 0, bytes);
   }
 
   /** Receives {@code len} bytes for {@code buffer[at..]}: reduced into it, or copied over it. */

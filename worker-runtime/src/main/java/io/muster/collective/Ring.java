@@ -80,7 +80,7 @@ final class Ring implements AutoCloseable {
    * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
    * the coordination service, connects to the next rank and accepts the previous one.
    */
-  static Ring connect(CollectiveGroup group, String group_name, String advertisedHost, InetSocketAddress bind,
+  static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
       CoordinationAgent agent, JobToken token, Duration timeout) throws IOException {
     TaskId self = group.self();
     TaskId prev = group.member(group.rank() - 1);
@@ -88,9 +88,9 @@ final class Ring implements AutoCloseable {
     try (ServerSocketChannel server = ServerSocketChannel.open()) {
       server.bind(bind);
       int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
-      agent.insert(key(group_name, group.rank()), new HostPort(advertisedHost, port).toString()
+      agent.insert(key(groupName, group.rank()), new HostPort(advertisedHost, port).toString()
           .getBytes(StandardCharsets.UTF_8), true);
-      HostPort nextAddress = HostPort.parse(new String(agent.get(key(group_name, group.rank() + 1 == group.size()
+      HostPort nextAddress = HostPort.parse(new String(agent.get(key(groupName, group.rank() + 1 == group.size()
           ? 0 : group.rank() + 1), timeout), StandardCharsets.UTF_8));
       CompletableFuture<SocketChannel> accepted = CompletableFuture.supplyAsync(() -> {
         try {
@@ -297,6 +297,7 @@ final class Ring implements AutoCloseable {
   void receive(int seq, int step, ByteBuffer into, String what) {
     check();
     int expected = into.remaining();
+    int start = into.position();
     try {
       readHeader.clear();
       scatter[0] = readHeader;
@@ -310,7 +311,7 @@ final class Ring implements AutoCloseable {
       int gotStep = readHeader.getInt();
       int length = readHeader.getInt();
       if (type == ABORT) {
-        throw fail(readAbortReason(into, expected, length), null);
+        throw fail(readAbortReason(into, start, length), null);
       }
       if (type != DATA || gotSeq != seq || gotStep != step || length != expected) {
         throw fail("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
@@ -334,11 +335,11 @@ final class Ring implements AutoCloseable {
     lastProgressNanos = System.nanoTime();
   }
 
-  private String readAbortReason(ByteBuffer into, int expected, int length) throws IOException {
-    into.flip();
+  /** The reason an ABORT frame carries; its first bytes may already be in {@code into} from {@code start}. */
+  private String readAbortReason(ByteBuffer into, int start, int length) throws IOException {
     byte[] reason = new byte[Math.max(0, Math.min(length, 64 << 10))];
-    int have = Math.min(into.remaining(), reason.length);
-    into.get(reason, 0, have);
+    int have = Math.min(into.position() - start, reason.length);
+    into.duplicate().position(start).get(reason, 0, have);
     ByteBuffer rest = ByteBuffer.wrap(reason, have, reason.length - have);
     while (rest.hasRemaining()) {
       read(rest);
@@ -385,9 +386,8 @@ final class Ring implements AutoCloseable {
       closeQuietly(toNext);
       sender.interrupt();
     }
-    CollectiveException e = new CollectiveException("Collective ops is aborted by: " + failure.get()
+    return new CollectiveException("Collective ops is aborted by: " + failure.get()
         + "\nThe error could be from a previous operation. Restart your program to reset.", cause);
-    return e;
   }
 
   boolean failed() {
