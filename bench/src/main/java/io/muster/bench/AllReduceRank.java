@@ -35,11 +35,25 @@ public final class AllReduceRank {
       try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
           "127.0.0.1", runtime.agent(), JobToken.fromEnvironment(System.getenv()), CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
+        warmUp(c);
         for (String size : args) {
           run(c, Integer.parseInt(size));
         }
       }
       runtime.agent().shutdown();
+    }
+  }
+
+  /**
+   * About two seconds of small and medium all-reduces before anything is measured: with several
+   * JVMs on two cores, the JIT compilers of freshly started ranks otherwise compete with the first
+   * measured size for the CPU.
+   */
+  private static void warmUp(Collectives c) {
+    for (int bytes : new int[] {4 << 10, 256 << 10}) {
+      ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+      double perOp = timeOps(c, data, 5) / 5;
+      timeOps(c, data, agree(c, (long) (1.0 / perOp)));
     }
   }
 
