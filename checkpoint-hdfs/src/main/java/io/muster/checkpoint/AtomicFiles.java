@@ -1,0 +1,34 @@
+package io.muster.checkpoint;
+
+import java.io.IOException;
+import org.apache.hadoop.fs.FileContext;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
+import org.apache.hadoop.fs.Options;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+
+/** Making a file visible only when it is complete: write elsewhere, then rename over the target. */
+final class AtomicFiles {
+  private AtomicFiles() {}
+
+  /**
+   * The file system to write checkpoints through: the local file system without Hadoop's
+   * {@code .crc} side files (TensorFlow neither writes nor expects them), any other unchanged.
+   */
+  static FileSystem unwrap(FileSystem fs) {
+    return fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
+  }
+
+  /** Renames {@code source} to {@code target}, replacing it atomically where the file system can (HDFS, POSIX). */
+  static void replace(FileSystem fs, Path source, Path target) throws IOException {
+    if (fs instanceof RawLocalFileSystem) {
+      // rename(2) replaces the target atomically
+      if (!fs.rename(source, target)) {
+        throw new IOException("could not rename " + source + " to " + target);
+      }
+      return;
+    }
+    FileContext.getFileContext(fs.getUri(), fs.getConf()).rename(source, target, Options.Rename.OVERWRITE);
+  }
+}

@@ -1,0 +1,274 @@
+package io.muster.checkpoint;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import io.muster.data.Crc32c;
+import io.muster.proto.tf.BundleEntryProto;
+import io.muster.proto.tf.BundleHeaderProto;
+import io.muster.proto.tf.DataType;
+import io.muster.proto.tf.TensorShapeProto;
+import io.muster.proto.tf.VersionDef;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.Consumer;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+
+/**
+ * TensorFlow's V2 checkpoint format ("tensor bundle"): {@code P.data-00000-of-00001} with the tensor
+ * bytes in the order given, and {@code P.index}, a sorted table of one header and one entry per
+ * tensor. Written byte for byte as TensorFlow's {@code SaveV2} writes it; read as {@code RestoreV2}
+ * reads it, with every CRC checked. Each file is written under a temporary name and renamed when
+ * complete, data first, index last, so an existing {@code .index} means a complete checkpoint.
+ */
+public final class Bundle {
+
+  private static final byte[] HEADER = BundleHeaderProto.newBuilder().setNumShards(1)
+      .setVersion(VersionDef.newBuilder().setProducer(1)).build().toByteArray();
+
+  private Bundle() {}
+
+  public static Path indexFile(Path prefix) {
+    return new Path(prefix.getParent(), prefix.getName() + ".index");
+  }
+
+  public static Path dataFile(Path prefix, int shard, int shards) {
+    return new Path(prefix.getParent(), String.format("%s.data-%05d-of-%05d", prefix.getName(), shard, shards));
+  }
+
+  /** Writes a checkpoint; tensor names are its keys (non-empty, any characters). */
+  public static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
+    write(fs, prefix, tensors, step -> {});
+  }
+
+  static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors, Consumer<SaveStep> progress)
+      throws IOException {
+    TreeMap<byte[], byte[]> index = new TreeMap<>(Table.KEY_ORDER);
+    index.put(new byte[0], HEADER);
+    Path data = dataFile(prefix, 0, 1);
+    Path dataTemp = temporary(data);
+    try (FSDataOutputStream out = fs.create(dataTemp, true)) {
+      long offset = 0;
+      for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
+        if (e.getKey().isEmpty()) {
+          throw new IllegalArgumentException("tensor names must be non-empty: the empty key holds the bundle header");
+        }
+        Tensor t = e.getValue();
+        byte[] bytes = t.dtype() == DataType.DT_STRING ? encodeStrings(t.strings()) : t.data();
+        int crc = t.dtype() == DataType.DT_STRING ? stringsCrc(bytes, t.strings().size()) : Crc32c.of(bytes);
+        out.write(bytes);
+        TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
+        for (long d : t.shape()) {
+          shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d));
+        }
+        BundleEntryProto entry = BundleEntryProto.newBuilder().setDtype(t.dtype()).setShape(shape)
+            .setOffset(offset).setSize(bytes.length).setCrc32C(Crc32c.mask(crc)).build();
+        if (index.put(e.getKey().getBytes(StandardCharsets.UTF_8), entry.toByteArray()) != null) {
+          throw new IllegalArgumentException("tensor name '" + e.getKey() + "' appears twice");
+        }
+        offset += bytes.length;
+      }
+      out.hsync();
+    } catch (IOException | RuntimeException e) {
+      fs.delete(dataTemp, false);
+      throw e;
+    }
+    AtomicFiles.replace(fs, dataTemp, data);
+    progress.accept(SaveStep.DATA_WRITTEN);
+    Path indexFile = indexFile(prefix);
+    Path indexTemp = temporary(indexFile);
+    try (FSDataOutputStream out = fs.create(indexTemp, true)) {
+      out.write(Table.write(index));
+      out.hsync();
+    } catch (IOException | RuntimeException e) {
+      fs.delete(indexTemp, false);
+      throw e;
+    }
+    AtomicFiles.replace(fs, indexTemp, indexFile);
+    progress.accept(SaveStep.INDEX_WRITTEN);
+  }
+
+  private static Path temporary(Path file) {
+    return new Path(file.getParent(), file.getName() + ".tempstate" + Long.toUnsignedString(ThreadLocalRandom.current().nextLong()));
+  }
+
+  /** varint lengths, masked CRC of the lengths (as 4-byte ints), then the bytes. */
+  static byte[] encodeStrings(List<byte[]> strings) {
+    ByteBuffer lengths = ByteBuffer.allocate(10 * strings.size());
+    ByteBuffer lengthCrcInput = ByteBuffer.allocate(8 * strings.size()).order(ByteOrder.LITTLE_ENDIAN);
+    for (byte[] s : strings) {
+      Table.putVarint(lengths, s.length);
+      lengthCrcInput.putInt(s.length);
+    }
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    out.write(lengths.array(), 0, lengths.position());
+    ByteBuffer crc = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN)
+        .putInt(Crc32c.mask(Crc32c.of(lengthCrcInput.array(), 0, lengthCrcInput.position())));
+    out.writeBytes(crc.array());
+    strings.forEach(out::writeBytes);
+    return out.toByteArray();
+  }
+
+  /** The entry CRC of an encoded string tensor: the lengths as 4-byte ints, the stored length CRC, the bytes. */
+  private static int stringsCrc(byte[] encoded, int count) {
+    ByteBuffer in = ByteBuffer.wrap(encoded);
+    ByteBuffer crcInput = ByteBuffer.allocate(4 * count + encoded.length).order(ByteOrder.LITTLE_ENDIAN);
+    try {
+      for (int i = 0; i < count; i++) {
+        crcInput.putInt((int) Table.getVarint(in));
+      }
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    }
+    crcInput.put(encoded, in.position(), encoded.length - in.position());
+    return Crc32c.of(crcInput.array(), 0, crcInput.position());
+  }
+
+  // ---- reading --------------------------------------------------------------------------------
+
+  /** An opened checkpoint: its entries in key order; tensors are read on demand. */
+  public static final class Reader {
+    private final FileSystem fs;
+    private final Path prefix;
+    private final int shards;
+    private final LinkedHashMap<String, BundleEntryProto> entries = new LinkedHashMap<>();
+
+    private Reader(FileSystem fs, Path prefix, int shards) {
+      this.fs = fs;
+      this.prefix = prefix;
+      this.shards = shards;
+    }
+
+    /** Tensor name to entry (dtype, shape, where its bytes are), in key order. */
+    public Map<String, BundleEntryProto> entries() {
+      return entries;
+    }
+
+    public Tensor read(String name) throws IOException {
+      BundleEntryProto entry = entries.get(name);
+      if (entry == null) {
+        throw new IOException("Key " + name + " not found in checkpoint " + prefix);
+      }
+      if (entry.getSlicesCount() > 0) {
+        throw new IOException(prefix + ": " + name + " is a partitioned (sliced) tensor, which Muster does not read yet");
+      }
+      long[] shape = entry.getShape().getDimList().stream().mapToLong(TensorShapeProto.Dim::getSize).toArray();
+      long n = Tensor.numElements(shape);
+      if (entry.getShardId() >= shards) {
+        throw new IOException(prefix + ": " + name + " is in shard " + entry.getShardId() + " of " + shards);
+      }
+      Path file = dataFile(prefix, entry.getShardId(), shards);
+      if (entry.getDtype() != DataType.DT_STRING && entry.getSize() != n * Tensor.elementSize(entry.getDtype())) {
+        throw new IOException("Invalid size in bundle entry: key " + name + "; stored size " + entry.getSize()
+            + "; expected size " + n * Tensor.elementSize(entry.getDtype()) + " (" + prefix + ")");
+      }
+      byte[] bytes = new byte[Math.toIntExact(entry.getSize())];
+      try (FSDataInputStream in = fs.open(file)) {
+        in.readFully(entry.getOffset(), bytes);
+      } catch (java.io.EOFException e) {
+        throw new IOException(file + " ends before the " + bytes.length + " bytes of " + name + " at offset "
+            + entry.getOffset() + ": the checkpoint is incomplete or corrupt", e);
+      }
+      if (entry.getDtype() == DataType.DT_STRING) {
+        return decodeStrings(name, shape, n, bytes, entry.getCrc32C());
+      }
+      int crc = Crc32c.of(bytes);
+      if (crc != Crc32c.unmask(entry.getCrc32C())) {
+        throw new IOException("Checksum does not match for " + name + " in " + file + ": stored "
+            + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated " + Integer.toUnsignedString(crc));
+      }
+      return new Tensor(entry.getDtype(), shape, bytes, null);
+    }
+
+    /** Every tensor, in key order. */
+    public Map<String, Tensor> readAll() throws IOException {
+      Map<String, Tensor> all = new LinkedHashMap<>();
+      for (String name : entries.keySet()) {
+        all.put(name, read(name));
+      }
+      return all;
+    }
+
+    private Tensor decodeStrings(String name, long[] shape, long n, byte[] bytes, int storedCrc) throws IOException {
+      ByteBuffer in = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
+      long[] lengths = new long[(int) n];
+      ByteBuffer lengthCrcInput = ByteBuffer.allocate(8 * (int) n).order(ByteOrder.LITTLE_ENDIAN);
+      for (int i = 0; i < n; i++) {
+        lengths[i] = Table.getVarint(in);
+        if (lengths[i] > 0xFFFFFFFFL) {
+          lengthCrcInput.putLong(lengths[i]);
+        } else {
+          lengthCrcInput.putInt((int) lengths[i]);
+        }
+      }
+      int lengthCrc = in.getInt();
+      if (Crc32c.mask(Crc32c.of(lengthCrcInput.array(), 0, lengthCrcInput.position())) != lengthCrc) {
+        throw new IOException("The length checksum does not match for " + name + " in " + prefix);
+      }
+      List<byte[]> strings = new ArrayList<>();
+      for (long length : lengths) {
+        byte[] s = new byte[Math.toIntExact(length)];
+        in.get(s);
+        strings.add(s);
+      }
+      if (stringsCrc(bytes, (int) n) != Crc32c.unmask(storedCrc)) {
+        throw new IOException("Checksum does not match for " + name + " in " + prefix);
+      }
+      return new Tensor(DataType.DT_STRING, shape, null, strings);
+    }
+  }
+
+  /**
+   * Opens a checkpoint by its prefix ({@code dir/ckpt-3}).
+   *
+   * @throws IOException naming the file when the index is missing, truncated or corrupt
+   */
+  public static Reader open(FileSystem fs, Path prefix) throws IOException {
+    Path index = indexFile(prefix);
+    byte[] bytes;
+    try (InputStream in = fs.open(index)) {
+      bytes = in.readAllBytes();
+    }
+    TreeMap<byte[], byte[]> table = Table.read(bytes, index.toString());
+    if (table.isEmpty()) {
+      throw new IOException(index + " holds no entries, not even the bundle header");
+    }
+    BundleHeaderProto header;
+    try {
+      header = BundleHeaderProto.parseFrom(table.firstEntry().getValue());
+    } catch (InvalidProtocolBufferException e) {
+      throw new IOException(index + ": the bundle header does not parse: " + e.getMessage(), e);
+    }
+    if (header.getEndianness() != BundleHeaderProto.Endianness.LITTLE) {
+      throw new IOException(index + ": big-endian checkpoints are not supported");
+    }
+    if (header.getVersion().getMinConsumer() > 1 || header.getVersion().getBadConsumersList().contains(1)) {
+      throw new IOException(index + ": checkpoint min consumer version " + header.getVersion().getMinConsumer()
+          + " above current version 1");
+    }
+    Reader reader = new Reader(fs, prefix, Math.max(1, header.getNumShards()));
+    for (Map.Entry<byte[], byte[]> e : table.entrySet()) {
+      if (e.getKey().length == 0) {
+        continue;
+      }
+      try {
+        reader.entries.put(new String(e.getKey(), StandardCharsets.UTF_8), BundleEntryProto.parseFrom(e.getValue()));
+      } catch (InvalidProtocolBufferException ex) {
+        throw new IOException(index + ": entry " + new String(e.getKey(), StandardCharsets.UTF_8)
+            + " does not parse: " + ex.getMessage(), ex);
+      }
+    }
+    return reader;
+  }
+}

@@ -1,0 +1,294 @@
+package io.muster.checkpoint;
+
+import com.google.protobuf.TextFormat;
+import io.muster.proto.tf.CheckpointState;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.UUID;
+import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * TensorFlow's {@code tf.train.CheckpointManager} on any Hadoop file system: numbered checkpoints
+ * {@code ckpt-1}, {@code ckpt-2}, ... in TensorFlow's V2 format, and the {@code checkpoint} state
+ * file in TensorFlow's text format with relative paths, so TensorFlow finds and reads them.
+ *
+ * <p>Nothing is lost: a checkpoint's data and index are complete (written, synced, renamed) before
+ * the state file names it; the state file is replaced atomically (written under a temporary name,
+ * then renamed over the old one); checkpoints beyond {@code maxToKeep} are deleted only after the
+ * state file that no longer names them is in place. A process killed at any point leaves
+ * {@link #latest()} on a complete checkpoint. Only the chief writes here; the other tasks (see
+ * {@link WritePolicy}) write the same checkpoint to their {@code workertemp_<i>} directory, which
+ * is deleted after every save. A manager recovers the managed list and the numbering from an
+ * existing state file. Not safe for two chiefs writing one directory.
+ */
+public final class CheckpointManager {
+
+  public static final String STATE_FILE = "checkpoint";
+  private static final Logger log = LoggerFactory.getLogger(CheckpointManager.class);
+
+  /**
+   * @param maxToKeep how many recent checkpoints to keep; empty keeps all (TensorFlow's {@code None})
+   * @param keepEvery additionally keep one checkpoint per this interval forever
+   *     ({@code keep_checkpoint_every_n_hours})
+   * @param checkpointName the file name prefix, {@code ckpt} by default
+   */
+  public record Options(OptionalInt maxToKeep, Optional<Duration> keepEvery, String checkpointName) {
+    public static final Options DEFAULTS = new Options(OptionalInt.of(5), Optional.empty(), "ckpt");
+
+    public Options {
+      if (maxToKeep.isPresent() && maxToKeep.getAsInt() <= 0) {
+        throw new IllegalArgumentException("Expected a positive integer or `None` for `max_to_keep`, got "
+            + maxToKeep.getAsInt() + ".");
+      }
+      if (keepEvery.isPresent() && (keepEvery.get().isNegative() || keepEvery.get().isZero())) {
+        throw new IllegalArgumentException("keepEvery must be positive, was " + keepEvery.get());
+      }
+      if (checkpointName.isEmpty() || checkpointName.contains("/")) {
+        throw new IllegalArgumentException("checkpointName must be a non-empty file name, was '" + checkpointName + "'");
+      }
+    }
+
+    public Options withMaxToKeep(int n) {
+      return new Options(OptionalInt.of(n), keepEvery, checkpointName);
+    }
+
+    public Options keepingAll() {
+      return new Options(OptionalInt.empty(), keepEvery, checkpointName);
+    }
+
+    public Options withKeepEvery(Duration interval) {
+      return new Options(maxToKeep, Optional.of(interval), checkpointName);
+    }
+  }
+
+  private record Managed(String name, double timestamp) {}
+
+  private final FileSystem fs;
+  private final Path directory;
+  private final WritePolicy policy;
+  private final Options options;
+  private final Consumer<SaveStep> progress;
+  private final Pattern numbered;
+  private List<Managed> managed = new ArrayList<>();
+  private double lastPreserved;
+  private long nextNumber = 1;
+
+  public CheckpointManager(FileSystem fs, Path directory, WritePolicy policy, Options options) throws IOException {
+    this(fs, directory, policy, options, step -> {});
+  }
+
+  CheckpointManager(FileSystem fs, Path directory, WritePolicy policy, Options options, Consumer<SaveStep> progress)
+      throws IOException {
+    this.fs = AtomicFiles.unwrap(fs);
+    this.directory = this.fs.makeQualified(directory);
+    this.policy = policy;
+    this.options = options;
+    this.progress = progress;
+    this.numbered = Pattern.compile(Pattern.quote(options.checkpointName()) + "-(\\d+)");
+    this.lastPreserved = now() - 1;
+    Optional<CheckpointState> state = readState(this.fs, this.directory);
+    if (state.isPresent()) {
+      CheckpointState s = state.get();
+      if (s.getLastPreservedTimestamp() > 0) {
+        lastPreserved = s.getLastPreservedTimestamp();
+      }
+      for (int i = 0; i < s.getAllModelCheckpointPathsCount(); i++) {
+        double ts = i < s.getAllModelCheckpointTimestampsCount() ? s.getAllModelCheckpointTimestamps(i) : now();
+        String name = new Path(s.getAllModelCheckpointPaths(i)).getName();
+        if (ts > lastPreserved) {
+          managed.add(new Managed(name, ts));
+        }
+        noteNumber(name);
+      }
+      noteNumber(new Path(s.getModelCheckpointPath()).getName());
+      log.info("recovered {} checkpoint(s) from {}; the next is {}-{}", managed.size(), this.directory,
+          options.checkpointName(), nextNumber);
+    }
+  }
+
+  private void noteNumber(String name) {
+    Matcher m = numbered.matcher(name);
+    if (m.matches()) {
+      nextNumber = Math.max(nextNumber, Long.parseLong(m.group(1)) + 1);
+    }
+  }
+
+  public Path directory() {
+    return directory;
+  }
+
+  /** Saves {@code ckpt-<next number>}; see {@link #save(Map, long)}. */
+  public synchronized Path save(Map<String, Tensor> tensors) throws IOException {
+    return save(tensors, nextNumber);
+  }
+
+  /**
+   * Saves the tensors as checkpoint {@code number} and returns its prefix in the managed directory.
+   * On a non-chief task the checkpoint goes to the task's temp directory, which is then deleted.
+   *
+   * @throws IOException naming the path and the cause (no space, no permission, ...); the previous
+   *     checkpoint stays the latest and readable
+   */
+  public synchronized Path save(Map<String, Tensor> tensors, long number) throws IOException {
+    String name = options.checkpointName() + "-" + number;
+    Path prefix = new Path(directory, name);
+    nextNumber = Math.max(nextNumber, number + 1);
+    if (!policy.chief()) {
+      try {
+        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors, progress);
+      } finally {
+        policy.removeTempDir(fs, directory);
+      }
+      return prefix;
+    }
+    try {
+      fs.mkdirs(directory);
+      Bundle.write(fs, prefix, tensors, progress);
+    } catch (IOException | RuntimeException e) {
+      deleteCheckpointFiles(name);
+      throw new IOException("could not save checkpoint " + prefix + ": " + e.getMessage()
+          + "; the latest complete checkpoint is still " + latest().map(Path::toString).orElse("none"), e);
+    }
+    double timestamp = now();
+    List<Managed> next = new ArrayList<>(managed.stream().filter(m -> !m.name().equals(name)).toList());
+    next.add(new Managed(name, timestamp));
+    List<String> doomed = new ArrayList<>();
+    double preserved = lastPreserved;
+    while (options.maxToKeep().isPresent() && next.size() > options.maxToKeep().getAsInt()) {
+      Managed oldest = next.remove(0);
+      if (options.keepEvery().isPresent()
+          && oldest.timestamp() - options.keepEvery().get().toMillis() / 1000.0 >= preserved) {
+        preserved = oldest.timestamp();
+      } else {
+        doomed.add(oldest.name());
+      }
+    }
+    writeState(next, preserved);
+    managed = next;
+    lastPreserved = preserved;
+    for (String old : doomed) {
+      deleteCheckpointFiles(old);
+    }
+    log.info("saved checkpoint {} ({} tensors){}", prefix, tensors.size(),
+        doomed.isEmpty() ? "" : "; deleted " + String.join(", ", doomed));
+    return prefix;
+  }
+
+  private void writeState(List<Managed> checkpoints, double preserved) throws IOException {
+    CheckpointState.Builder state = CheckpointState.newBuilder()
+        .setModelCheckpointPath(checkpoints.get(checkpoints.size() - 1).name())
+        .setLastPreservedTimestamp(preserved);
+    for (Managed m : checkpoints) {
+      state.addAllModelCheckpointPaths(m.name()).addAllModelCheckpointTimestamps(m.timestamp());
+    }
+    Path target = new Path(directory, STATE_FILE);
+    Path temp = new Path(directory, STATE_FILE + ".tmp" + UUID.randomUUID().toString().replace("-", ""));
+    try (OutputStream out = fs.create(temp, true)) {
+      out.write(TextFormat.printer().printToString(state.build()).getBytes(StandardCharsets.UTF_8));
+      if (out instanceof org.apache.hadoop.fs.Syncable s) {
+        s.hsync();
+      }
+    } catch (IOException e) {
+      fs.delete(temp, false);
+      throw new IOException("could not write the checkpoint state " + temp + ": " + e.getMessage(), e);
+    }
+    progress.accept(SaveStep.STATE_TEMP_WRITTEN);
+    AtomicFiles.replace(fs, temp, target);
+    progress.accept(SaveStep.STATE_REPLACED);
+  }
+
+  private void deleteCheckpointFiles(String name) throws IOException {
+    Path prefix = new Path(directory, name);
+    fs.delete(Bundle.indexFile(prefix), false);
+    FileStatus[] data = fs.globStatus(new Path(directory, name + ".data-?????-of-?????"));
+    if (data != null) {
+      for (FileStatus f : data) {
+        fs.delete(f.getPath(), false);
+      }
+    }
+  }
+
+  /** The managed checkpoints, oldest first, as prefixes. */
+  public synchronized List<Path> checkpoints() {
+    return managed.stream().map(m -> new Path(directory, m.name())).toList();
+  }
+
+  /** The newest checkpoint the state file names whose index exists, read fresh from the file system. */
+  public Optional<Path> latest() throws IOException {
+    return latestCheckpoint(fs, directory);
+  }
+
+  /** Every tensor of a checkpoint. */
+  public Map<String, Tensor> restore(Path prefix) throws IOException {
+    return Bundle.open(fs, prefix).readAll();
+  }
+
+  /**
+   * {@code tf.train.latest_checkpoint}: the checkpoint the state file in {@code directory} names,
+   * if its {@code .index} exists; else the newest listed one that exists.
+   */
+  public static Optional<Path> latestCheckpoint(FileSystem fs, Path directory) throws IOException {
+    FileSystem raw = AtomicFiles.unwrap(fs);
+    Optional<CheckpointState> state = readState(raw, directory);
+    if (state.isEmpty()) {
+      return Optional.empty();
+    }
+    List<String> candidates = new ArrayList<>();
+    candidates.add(state.get().getModelCheckpointPath());
+    List<String> all = new ArrayList<>(state.get().getAllModelCheckpointPathsList());
+    java.util.Collections.reverse(all);
+    candidates.addAll(all);
+    for (String candidate : candidates) {
+      Path prefix = new Path(candidate).isAbsolute() ? new Path(candidate) : new Path(directory, candidate);
+      if (raw.exists(Bundle.indexFile(prefix))) {
+        return Optional.of(prefix);
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** The state file of a directory, if there is one that parses. */
+  public static Optional<CheckpointState> readState(FileSystem fs, Path directory) throws IOException {
+    Path file = new Path(directory, STATE_FILE);
+    String text;
+    try (InputStream in = fs.open(file)) {
+      text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (FileNotFoundException e) {
+      return Optional.empty();
+    } catch (IOException e) {
+      throw new IOException("cannot read the checkpoint state " + file + ": " + e.getMessage(), e);
+    }
+    CheckpointState.Builder state = CheckpointState.newBuilder();
+    try {
+      TextFormat.Parser.newBuilder().setAllowUnknownFields(true).build().merge(text, state);
+    } catch (TextFormat.ParseException e) {
+      log.warn("ignoring unreadable checkpoint state {}: {}", file, e.getMessage());
+      return Optional.empty();
+    }
+    if (state.getModelCheckpointPath().isEmpty()) {
+      log.warn("ignoring invalid checkpoint state {}: no model_checkpoint_path", file);
+      return Optional.empty();
+    }
+    return Optional.of(state.build());
+  }
+
+  private static double now() {
+    return System.currentTimeMillis() / 1000.0;
+  }
+}

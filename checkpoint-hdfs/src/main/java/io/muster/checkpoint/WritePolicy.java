@@ -1,0 +1,60 @@
+package io.muster.checkpoint;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.Roles;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import java.io.IOException;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+
+/**
+ * TensorFlow's rule for who writes where ({@code distributed_file_utils}): the chief, and any task
+ * of a single-worker job, writes to the directory it was given; every other task writes to
+ * {@code <dir>/workertemp_<task index>}, which is deleted after each save, whether the save
+ * succeeded or not. Deleting twice is harmless.
+ *
+ * @param chief whether this task writes the authoritative copy
+ * @param taskIndex the index in the temp directory's name (TensorFlow uses the index only)
+ */
+public record WritePolicy(boolean chief, int taskIndex) {
+
+  /** A single-process job: always writes to the given directory. */
+  public static final WritePolicy SINGLE_WORKER = new WritePolicy(true, 0);
+
+  /** The policy of a task in a cluster: chief-like when it is the chief or when chief and workers number one. */
+  public static WritePolicy of(ClusterSpec cluster, TaskId task) {
+    boolean multiWorker = cluster.numTasks(TaskType.CHIEF) + cluster.numTasks(TaskType.WORKER) > 1;
+    return new WritePolicy(!multiWorker || Roles.isChief(cluster, task), task.index());
+  }
+
+  /** The directory this task writes to for {@code dir}; created when it is a temp directory. */
+  public Path writeDir(FileSystem fs, Path dir) throws IOException {
+    if (chief) {
+      return dir;
+    }
+    Path temp = isTempDir(dir) ? dir : new Path(dir, tempName());
+    fs.mkdirs(temp);
+    return temp;
+  }
+
+  /** {@code dir/file} for the chief, {@code dir/workertemp_<i>/file} for the others. */
+  public Path writeFile(FileSystem fs, Path file) throws IOException {
+    return new Path(writeDir(fs, file.getParent()), file.getName());
+  }
+
+  /** Deletes this task's temp directory under {@code dir} (or {@code dir} itself when it is one); no-op for the chief. */
+  public void removeTempDir(FileSystem fs, Path dir) throws IOException {
+    if (!chief) {
+      fs.delete(isTempDir(dir) ? dir : new Path(dir, tempName()), true);
+    }
+  }
+
+  private String tempName() {
+    return "workertemp_" + taskIndex;
+  }
+
+  private boolean isTempDir(Path dir) {
+    return dir.getName().equals(tempName());
+  }
+}

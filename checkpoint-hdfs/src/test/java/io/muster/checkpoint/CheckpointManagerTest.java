@@ -1,0 +1,194 @@
+package io.muster.checkpoint;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.proto.tf.CheckpointState;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/** CheckpointManager on HDFS (MiniDFSCluster) and on the local file system. */
+class CheckpointManagerTest {
+
+  private static final java.nio.file.Path LOCAL_BASE = java.nio.file.Path.of("target", "manager-test").toAbsolutePath();
+  private static MiniDfs hdfs;
+  private static int dirs;
+
+  @BeforeAll
+  static void startHdfs() throws IOException {
+    hdfs = new MiniDfs("manager");
+    FileSystem.getLocal(new Configuration()).delete(new Path(LOCAL_BASE.toUri()), true);
+  }
+
+  @AfterAll
+  static void stopHdfs() {
+    hdfs.close();
+  }
+
+  static Stream<String> fileSystems() {
+    return Stream.of("hdfs", "local");
+  }
+
+  private static synchronized Path freshDir(String kind) throws IOException {
+    dirs++;
+    if (kind.equals("hdfs")) {
+      return hdfs.fileSystem().makeQualified(new Path("/ckpt-" + dirs));
+    }
+    java.nio.file.Path local = LOCAL_BASE.resolve("dir-" + dirs);
+    return new Path(local.toUri());
+  }
+
+  private static FileSystem fs(Path dir) throws IOException {
+    return dir.getFileSystem(new Configuration());
+  }
+
+  private static FileSystem fsOf(String kind, Path dir) throws IOException {
+    return kind.equals("hdfs") ? hdfs.fileSystem() : fs(dir);
+  }
+
+  private static Map<String, Tensor> model(float value) {
+    return Map.of("dense/kernel", Tensor.ofFloats(new long[] {2, 2}, value, value, value, value),
+        "step", Tensor.scalar((long) value));
+  }
+
+  private static List<String> names(FileSystem fs, Path dir) throws IOException {
+    return Arrays.stream(fs.listStatus(dir)).map(FileStatus::getPath).map(Path::getName).sorted().toList();
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void savesNumberedCheckpointsKeepsTheNewestAndWritesTensorFlowsStateFile(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS.withMaxToKeep(2));
+    for (int i = 1; i <= 4; i++) {
+      assertEquals(new Path(dir, "ckpt-" + i), manager.save(model(i)));
+    }
+    assertEquals(List.of("checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index", "ckpt-4.data-00000-of-00001",
+        "ckpt-4.index"), names(fs, dir));
+    assertEquals(Optional.of(new Path(dir, "ckpt-4")), manager.latest());
+    CheckpointState state = CheckpointManager.readState(fs, dir).orElseThrow();
+    assertEquals("ckpt-4", state.getModelCheckpointPath());
+    assertEquals(List.of("ckpt-3", "ckpt-4"), state.getAllModelCheckpointPathsList());
+    assertEquals(2, state.getAllModelCheckpointTimestampsCount());
+    String text = new String(fs.open(new Path(dir, "checkpoint")).readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(text.startsWith("model_checkpoint_path: \"ckpt-4\"\nall_model_checkpoint_paths: \"ckpt-3\"\n"), text);
+    assertArrayEquals(new float[] {4, 4, 4, 4}, manager.restore(manager.latest().orElseThrow()).get("dense/kernel").floats());
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void aNewManagerRecoversTheListAndTheNumbering(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    CheckpointManager first = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS.withMaxToKeep(3));
+    first.save(model(1));
+    first.save(model(2));
+    CheckpointManager second = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS.withMaxToKeep(3));
+    assertEquals(List.of(new Path(dir, "ckpt-1"), new Path(dir, "ckpt-2")), second.checkpoints());
+    assertEquals(new Path(dir, "ckpt-3"), second.save(model(3)));
+    second.save(model(4));
+    assertFalse(fs.exists(new Path(dir, "ckpt-1.index")), "the recovered oldest is swept");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void keepEveryPreservesOldCheckpointsOutsideTheManagedList(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS.withMaxToKeep(1).withKeepEvery(Duration.ofMillis(1)));
+    manager.save(model(1));
+    Thread.sleep(20);
+    manager.save(model(2));
+    Thread.sleep(20);
+    manager.save(model(3));
+    assertTrue(fs.exists(new Path(dir, "ckpt-1.index")) && fs.exists(new Path(dir, "ckpt-2.index")), "preserved");
+    assertEquals(List.of(new Path(dir, "ckpt-3")), manager.checkpoints());
+    assertTrue(CheckpointManager.readState(fs, dir).orElseThrow().getLastPreservedTimestamp() > 0);
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void fourTasksSavingAtOnceLeaveOnlyTheChiefsCheckpoints(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    List<CompletableFuture<Void>> tasks = new ArrayList<>();
+    for (int task = 0; task < 4; task++) {
+      WritePolicy policy = new WritePolicy(task == 0, task);
+      float value = task + 1;
+      tasks.add(CompletableFuture.runAsync(() -> {
+        try {
+          CheckpointManager manager = new CheckpointManager(fs, dir, policy,
+              CheckpointManager.Options.DEFAULTS.withMaxToKeep(2));
+          for (int round = 0; round < 4; round++) {
+            manager.save(model(value));
+          }
+        } catch (IOException e) {
+          throw new java.io.UncheckedIOException(e);
+        }
+      }));
+    }
+    CompletableFuture.allOf(tasks.toArray(CompletableFuture[]::new)).get(120, TimeUnit.SECONDS);
+    assertEquals(List.of("checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index", "ckpt-4.data-00000-of-00001",
+        "ckpt-4.index"), names(fs, dir));
+    assertEquals(List.of("ckpt-3", "ckpt-4"), CheckpointManager.readState(fs, dir).orElseThrow().getAllModelCheckpointPathsList());
+    CheckpointManager reader = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER, CheckpointManager.Options.DEFAULTS);
+    assertArrayEquals(new float[] {1, 1, 1, 1}, reader.restore(reader.latest().orElseThrow()).get("dense/kernel").floats(),
+        "the chief's values");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void aFailedSaveNamesThePathAndLeavesThePreviousCheckpoint(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER, CheckpointManager.Options.DEFAULTS);
+    manager.save(model(1));
+    // A tensor that cannot be encoded fails the save after the directory exists.
+    Map<String, Tensor> bad = Map.of("", Tensor.scalar(1));
+    IOException e = assertThrows(IOException.class, () -> manager.save(bad));
+    assertTrue(e.getMessage().startsWith("could not save checkpoint " + new Path(dir, "ckpt-2")), e.getMessage());
+    assertTrue(e.getMessage().endsWith("the latest complete checkpoint is still " + new Path(dir, "ckpt-1")), e.getMessage());
+    assertEquals(Optional.of(new Path(dir, "ckpt-1")), manager.latest());
+    assertFalse(fs.exists(new Path(dir, "ckpt-2.data-00000-of-00001")), "no half-written files are left");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void aDirectoryUnderAFileIsAClearError(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    fs.create(dir).close(); // a file where the directory should be
+    Path sub = new Path(dir, "sub");
+    // HDFS refuses already to look for the state file under a file; the local file system finds none
+    // and fails at the save. Either way the message names the path.
+    IOException e = assertThrows(IOException.class, () -> new CheckpointManager(fs, sub, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS).save(model(1)));
+    assertTrue(e.getMessage().startsWith("cannot read the checkpoint state " + new Path(sub, "checkpoint"))
+        || e.getMessage().startsWith("could not save checkpoint " + new Path(sub, "ckpt-1")), e.getMessage());
+  }
+}

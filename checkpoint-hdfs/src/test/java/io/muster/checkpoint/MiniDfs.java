@@ -1,0 +1,32 @@
+package io.muster.checkpoint;
+
+import java.io.File;
+import java.io.IOException;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+
+/** A one-datanode HDFS on 127.0.0.1 for a test class; its files live under target/. */
+final class MiniDfs implements AutoCloseable {
+  private final MiniDFSCluster cluster;
+
+  MiniDfs(String name) throws IOException {
+    Configuration conf = new Configuration();
+    conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File("target/minidfs-" + name).getAbsolutePath());
+    conf.set("dfs.namenode.http-address", "127.0.0.1:0");
+    conf.set("dfs.datanode.address", "127.0.0.1:0");
+    conf.set("dfs.datanode.http.address", "127.0.0.1:0");
+    conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
+    cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).build();
+    cluster.waitActive();
+  }
+
+  FileSystem fileSystem() throws IOException {
+    return cluster.getFileSystem();
+  }
+
+  @Override
+  public void close() {
+    cluster.shutdown();
+  }
+}
