@@ -1,0 +1,141 @@
+package io.muster.checkpoint;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.function.Supplier;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Keras 2's {@code BackupAndRestore}: lets a restarted gang (a retried Spark stage, a new YARN
+ * attempt) continue where the job stopped instead of starting over.
+ *
+ * <p>The chief keeps {@code backup_dir/chief/} with one checkpoint: the model's variables and the
+ * epoch and step counters; the other tasks write the same backup to
+ * {@code backup_dir/workertemp_<i>}, deleted after each save. At the start every task calls
+ * {@link #restore(int)}, which reads {@code backup_dir/chief}. With {@link #EVERY_EPOCH} a backup is
+ * made at each epoch's end and training resumes at the next epoch; with {@link #everySteps(int)} a
+ * backup is made every N steps (counted across epochs) and training resumes at the step after the
+ * backed-up one (the next epoch's first step when it was an epoch's last). When training ends
+ * successfully the chief deletes the backup.
+ */
+public final class BackupAndRestore {
+
+  /** Where training resumes, and the variables to resume with. */
+  public record ResumePoint(int epoch, int step, Map<String, Tensor> variables) {}
+
+  static final String EPOCH_KEY = "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE";
+  static final String STEP_KEY = "ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE";
+  /** Back up at the end of every epoch (Keras' {@code save_freq="epoch"}). */
+  public static final int EVERY_EPOCH = 0;
+  private static final Logger log = LoggerFactory.getLogger(BackupAndRestore.class);
+
+  private final FileSystem fs;
+  private final Path backupDir;
+  private final WritePolicy policy;
+  private final int saveEverySteps;
+  private final CheckpointManager writer;
+  private int stepsSinceBackup;
+
+  /**
+   * @param saveEverySteps {@link #EVERY_EPOCH}, or a step count from {@link #everySteps(int)}
+   */
+  public BackupAndRestore(FileSystem fs, Path backupDir, WritePolicy policy, int saveEverySteps) throws IOException {
+    if (saveEverySteps < 0) {
+      throw new IllegalArgumentException("saveEverySteps must be EVERY_EPOCH (0) or a positive step count, was "
+          + saveEverySteps);
+    }
+    this.fs = AtomicFiles.unwrap(fs);
+    this.backupDir = this.fs.makeQualified(backupDir);
+    this.policy = policy;
+    this.saveEverySteps = saveEverySteps;
+    CheckpointManager.Options one = new CheckpointManager.Options(OptionalInt.of(1), Optional.empty(), "ckpt");
+    this.writer = policy.chief()
+        ? new CheckpointManager(this.fs, chiefDir(), WritePolicy.SINGLE_WORKER, one)
+        : new CheckpointManager(this.fs, this.backupDir, policy, one);
+  }
+
+  public static int everySteps(int steps) {
+    if (steps <= 0) {
+      throw new IllegalArgumentException("save frequency must be a positive number of steps, was " + steps);
+    }
+    return steps;
+  }
+
+  private Path chiefDir() {
+    return new Path(backupDir, "chief");
+  }
+
+  /**
+   * The point to resume from, read from the chief's backup; empty when there is none (a fresh start).
+   *
+   * @param stepsPerEpoch to tell whether the backed-up step was an epoch's last
+   */
+  public Optional<ResumePoint> restore(int stepsPerEpoch) throws IOException {
+    Optional<Path> latest = CheckpointManager.latestCheckpoint(fs, chiefDir());
+    if (latest.isEmpty()) {
+      return Optional.empty();
+    }
+    Map<String, Tensor> saved = new LinkedHashMap<>(Bundle.open(fs, latest.get()).readAll());
+    Tensor epochTensor = saved.remove(EPOCH_KEY);
+    Tensor stepTensor = saved.remove(STEP_KEY);
+    if (epochTensor == null || stepTensor == null) {
+      throw new IOException(latest.get() + " is not a BackupAndRestore checkpoint: it has no epoch and step counters");
+    }
+    int epoch = (int) epochTensor.longs()[0];
+    int step = (int) stepTensor.longs()[0];
+    ResumePoint point;
+    if (step < 0) {
+      point = new ResumePoint(epoch + 1, 0, saved);
+    } else if (step == stepsPerEpoch - 1) {
+      point = new ResumePoint(epoch + 1, 0, saved);
+    } else {
+      point = new ResumePoint(epoch, step + 1, saved);
+    }
+    log.info("resuming from {} (backed up at epoch {} step {}): epoch {} step {}", latest.get(), epoch, step,
+        point.epoch(), point.step());
+    return Optional.of(point);
+  }
+
+  /** After each completed step: backs up when {@code saveEverySteps} steps have passed since the last backup. */
+  public void onStepEnd(int epoch, int step, Supplier<Map<String, Tensor>> variables) throws IOException {
+    if (saveEverySteps == EVERY_EPOCH) {
+      return;
+    }
+    if (++stepsSinceBackup >= saveEverySteps) {
+      stepsSinceBackup = 0;
+      backup(epoch, step, variables.get());
+    }
+  }
+
+  /** At each epoch's end: backs up in epoch mode. */
+  public void onEpochEnd(int epoch, Supplier<Map<String, Tensor>> variables) throws IOException {
+    if (saveEverySteps == EVERY_EPOCH) {
+      backup(epoch, -1, variables.get());
+    }
+  }
+
+  private void backup(int epoch, int step, Map<String, Tensor> variables) throws IOException {
+    Map<String, Tensor> tensors = new LinkedHashMap<>(variables);
+    tensors.put(EPOCH_KEY, Tensor.scalar(epoch));
+    tensors.put(STEP_KEY, Tensor.scalar(step));
+    writer.save(tensors);
+  }
+
+  /** Training finished: the chief deletes {@code backup_dir/chief}; the others have nothing left to delete. */
+  public void onTrainEnd() throws IOException {
+    if (policy.chief()) {
+      try {
+        fs.delete(chiefDir(), true);
+      } catch (FileNotFoundException e) {
+        // already gone
+      }
+    }
+  }
+}

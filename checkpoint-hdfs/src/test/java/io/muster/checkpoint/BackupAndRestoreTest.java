@@ -1,0 +1,65 @@
+package io.muster.checkpoint;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.testing.ChildJvm;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class BackupAndRestoreTest {
+
+  @TempDir
+  java.nio.file.Path tmp;
+
+  private static final java.nio.file.Path LOGS = java.nio.file.Path.of("target", "child-logs");
+
+  @Test
+  void aKilledRunResumesAtTheStepAfterTheLastBackupWithItsVariables() throws Exception {
+    Path dir = new Path(tmp.resolve("backup").toUri());
+    // Backups every 3 steps: after global steps 3, 6, 9 = (epoch 1, step 3). Killed after (2, 0).
+    try (ChildJvm first = ChildJvm.start("train-1", TrainWithBackup.class, List.of(dir.toString(), "2:0"), Map.of(), LOGS)) {
+      first.awaitOutput("STOPPED", Duration.ofSeconds(60));
+      first.kill();
+    }
+    try (ChildJvm second = ChildJvm.start("train-2", TrainWithBackup.class, List.of(dir.toString()), Map.of(), LOGS)) {
+      assertEquals(0, second.waitFor(Duration.ofSeconds(60)), second.output());
+      String out = second.output();
+      assertTrue(out.contains("RESUMED epoch=1 step=4 w=9.0"), out);
+      assertTrue(out.startsWith("RESUMED") || out.indexOf("STEP") > out.indexOf("RESUMED"), out);
+      assertTrue(out.contains("DONE w=20.0"), "every step ran exactly once over both runs: " + out);
+    }
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    assertFalse(fs.exists(new Path(dir, "chief")), "the backup is deleted after a successful run");
+  }
+
+  @Test
+  void epochModeResumesAtTheNextEpochAndOtherTasksWriteToTheirTempDir() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path dir = new Path(tmp.resolve("epochs").toUri());
+    BackupAndRestore chief = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
+    BackupAndRestore worker = new BackupAndRestore(fs, dir, new WritePolicy(false, 1), BackupAndRestore.EVERY_EPOCH);
+    assertEquals(Optional.empty(), chief.restore(10));
+    for (int epoch = 0; epoch < 2; epoch++) {
+      float value = epoch + 1;
+      chief.onStepEnd(epoch, 9, () -> Map.of());
+      chief.onEpochEnd(epoch, () -> Map.of("w", Tensor.ofFloats(new long[] {1}, value)));
+      worker.onEpochEnd(epoch, () -> Map.of("w", Tensor.ofFloats(new long[] {1}, -value)));
+    }
+    assertFalse(fs.exists(new Path(dir, "workertemp_1")), "the worker's temp backup is deleted after each save");
+    BackupAndRestore restarted = new BackupAndRestore(fs, dir, new WritePolicy(false, 1), BackupAndRestore.EVERY_EPOCH);
+    BackupAndRestore.ResumePoint point = restarted.restore(10).orElseThrow();
+    assertEquals(2, point.epoch());
+    assertEquals(0, point.step());
+    assertEquals(2f, point.variables().get("w").floats()[0], "every task restores the chief's backup");
+    assertEquals(1, fs.globStatus(new Path(new Path(dir, "chief"), "ckpt-*.index")).length, "one backup is kept");
+  }
+}
