@@ -102,4 +102,37 @@ class CommandsTest {
     assertTrue(r.text().contains("states: [worker 0=CONNECTED, worker 1=CONNECTED, worker 2=CONNECTED]"), r.text());
     assertTrue(r.text().contains("exchanged 9 keys and passed a barrier"), r.text());
   }
+
+  @Test
+  void checkpointLsListsTheCheckpointsAndTheLatestTensors(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    org.apache.hadoop.fs.Path dir = new org.apache.hadoop.fs.Path(tmp.toUri());
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    var manager = new io.muster.checkpoint.CheckpointManager(fs, dir, io.muster.checkpoint.WritePolicy.SINGLE_WORKER,
+        io.muster.checkpoint.CheckpointManager.Options.DEFAULTS);
+    var tensors = new java.util.LinkedHashMap<String, io.muster.checkpoint.Tensor>();
+    tensors.put("dense/kernel", io.muster.checkpoint.Tensor.ofFloats(new long[] {2, 3}, 1, 2, 3, 4, 5, 6));
+    tensors.put("global_step", io.muster.checkpoint.Tensor.scalar(7));
+    tensors.put("vocab", io.muster.checkpoint.Tensor.ofStrings(new long[] {2}, "a", "b"));
+    manager.save(tensors);
+    manager.save(tensors);
+    Result r = run(Map.of(), "checkpoint", "ls", tmp.toString());
+    assertEquals(0, r.code(), r.err());
+    assertEquals("ckpt-1\nckpt-2  (latest)\n\ntensors of ckpt-2:\ndense/kernel  float32  [2, 3]\n"
+        + "global_step  int64  []\nvocab  string  [2]\n", r.text());
+  }
+
+  @Test
+  void eventsPrintsStepTagAndValue(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    try (var writer = io.muster.summary.SummaryWriter.create(fs, new org.apache.hadoop.fs.Path(tmp.toUri()),
+        io.muster.checkpoint.WritePolicy.SINGLE_WORKER, io.muster.summary.SummaryWriter.Options.DEFAULTS)) {
+      writer.scalar("epoch_loss", 0.5, 1);
+      writer.scalar("epoch_loss", 0.25, 2);
+    }
+    Result r = run(Map.of(), "events", tmp.toString());
+    assertEquals(0, r.code(), r.err());
+    assertTrue(r.text().endsWith("1\tepoch_loss\t0.5\n2\tepoch_loss\t0.25\n"), r.text());
+    assertEquals(2, run(Map.of(), "events", tmp.resolve("nothing").toString()).code());
+  }
 }
