@@ -102,6 +102,9 @@ public final class CheckpointManager {
     this.progress = progress;
     this.numbered = Pattern.compile(Pattern.quote(options.checkpointName()) + "-(\\d+)");
     this.lastPreserved = now() - 1;
+    if (policy.chief()) {
+      deleteLeftovers();
+    }
     Optional<CheckpointState> state = readState(this.fs, this.directory);
     if (state.isPresent()) {
       CheckpointState s = state.get();
@@ -119,6 +122,25 @@ public final class CheckpointManager {
       noteNumber(new Path(s.getModelCheckpointPath()).getName());
       log.info("recovered {} checkpoint(s) from {}; the next is {}-{}", managed.size(), this.directory,
           options.checkpointName(), nextNumber);
+    }
+  }
+
+  /** Temporary files of a save that was killed: never named by the state file, safe to delete for the one chief. */
+  private void deleteLeftovers() throws IOException {
+    FileStatus[] files;
+    try {
+      files = fs.listStatus(directory);
+    } catch (FileNotFoundException e) {
+      return;
+    } catch (IOException e) {
+      throw new IOException("cannot list the checkpoint directory " + directory + ": " + e.getMessage(), e);
+    }
+    for (FileStatus f : files) {
+      String name = f.getPath().getName();
+      if (f.isFile() && (name.contains(".tempstate") || name.startsWith(STATE_FILE + ".tmp"))) {
+        log.info("deleting {}, left by a save that did not finish", f.getPath());
+        fs.delete(f.getPath(), false);
+      }
     }
   }
 

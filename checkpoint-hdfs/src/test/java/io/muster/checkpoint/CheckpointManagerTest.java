@@ -184,11 +184,11 @@ class CheckpointManagerTest {
     FileSystem fs = fsOf(kind, dir);
     fs.create(dir).close(); // a file where the directory should be
     Path sub = new Path(dir, "sub");
-    // HDFS refuses already to look for the state file under a file; the local file system finds none
-    // and fails at the save. Either way the message names the path.
+    // HDFS refuses already to list a directory under a file; the local file system finds none and
+    // fails at the save. Either way the message names the path.
     IOException e = assertThrows(IOException.class, () -> new CheckpointManager(fs, sub, WritePolicy.SINGLE_WORKER,
         CheckpointManager.Options.DEFAULTS).save(model(1)));
-    assertTrue(e.getMessage().startsWith("cannot read the checkpoint state " + new Path(sub, "checkpoint"))
+    assertTrue(e.getMessage().startsWith("cannot list the checkpoint directory " + sub)
         || e.getMessage().startsWith("could not save checkpoint " + new Path(sub, "ckpt-1")), e.getMessage());
   }
 }

@@ -81,6 +81,10 @@ class KilledSaveTest {
     // and the next save by a new process just works
     CheckpointManager after = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER, CheckpointManager.Options.DEFAULTS);
     assertEquals(new Path(dir, expected == 2 ? "ckpt-3" : "ckpt-2"), after.save(model(3)));
+    for (org.apache.hadoop.fs.FileStatus f : fs.listStatus(dir)) {
+      String name = f.getPath().getName();
+      assertTrue(!name.contains(".tempstate") && !name.startsWith("checkpoint.tmp"), "left over: " + name);
+    }
   }
 
   private static Configuration hdfsConf(String kind) throws IOException {
