@@ -7,6 +7,7 @@ import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
 
 /** Making a file visible only when it is complete: write elsewhere, then rename over the target. */
 final class AtomicFiles {
@@ -29,6 +30,20 @@ final class AtomicFiles {
       }
       return;
     }
-    FileContext.getFileContext(fs.getUri(), fs.getConf()).rename(source, target, Options.Rename.OVERWRITE);
+    if (fs instanceof DistributedFileSystem hdfs) {
+      hdfs.rename(source, target, Options.Rename.OVERWRITE);
+      return;
+    }
+    // Creating a FileContext opens a new client: keep one per file system.
+    FileContext context = CONTEXTS.computeIfAbsent(fs.getUri(), uri -> {
+      try {
+        return FileContext.getFileContext(uri, fs.getConf());
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
+    context.rename(source, target, Options.Rename.OVERWRITE);
   }
+
+  private static final java.util.Map<java.net.URI, FileContext> CONTEXTS = new java.util.concurrent.ConcurrentHashMap<>();
 }

@@ -65,9 +65,16 @@ public final class Bundle {
           throw new IllegalArgumentException("tensor names must be non-empty: the empty key holds the bundle header");
         }
         Tensor t = e.getValue();
-        byte[] bytes = t.dtype() == DataType.DT_STRING ? encodeStrings(t.strings()) : t.data();
-        int crc = t.dtype() == DataType.DT_STRING ? stringsCrc(bytes, t.strings().size()) : Crc32c.of(bytes);
-        out.write(bytes);
+        byte[] bytes;
+        int crc;
+        if (t.dtype() == DataType.DT_STRING) {
+          bytes = encodeStrings(t.strings());
+          crc = stringsCrc(bytes, t.strings().size());
+          out.write(bytes);
+        } else {
+          bytes = t.data();
+          crc = writeWithCrc(out, bytes);
+        }
         TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
         for (long d : t.shape()) {
           shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d));
@@ -97,6 +104,29 @@ public final class Bundle {
     }
     AtomicFiles.replace(fs, indexTemp, indexFile);
     progress.accept(SaveStep.INDEX_WRITTEN);
+  }
+
+  /** Chunk size for computing a CRC while the bytes are still in the cache from the copy. */
+  private static final int CHUNK = 1 << 20;
+
+  private static int writeWithCrc(FSDataOutputStream out, byte[] bytes) throws IOException {
+    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+    for (int off = 0; off < bytes.length; off += CHUNK) {
+      int len = Math.min(CHUNK, bytes.length - off);
+      crc.update(bytes, off, len);
+      out.write(bytes, off, len);
+    }
+    return (int) crc.getValue();
+  }
+
+  private static int readWithCrc(FSDataInputStream in, byte[] bytes) throws IOException {
+    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+    for (int off = 0; off < bytes.length; off += CHUNK) {
+      int len = Math.min(CHUNK, bytes.length - off);
+      in.readFully(bytes, off, len);
+      crc.update(bytes, off, len);
+    }
+    return (int) crc.getValue();
   }
 
   private static Path temporary(Path file) {
@@ -155,7 +185,7 @@ public final class Bundle {
       return entries;
     }
 
-    public Tensor read(String name) throws IOException {
+    private Tensor read(String name, Map<Integer, FSDataInputStream> streams) throws IOException {
       BundleEntryProto entry = entries.get(name);
       if (entry == null) {
         throw new IOException("Key " + name + " not found in checkpoint " + prefix);
@@ -174,8 +204,17 @@ public final class Bundle {
             + "; expected size " + n * Tensor.elementSize(entry.getDtype()) + " (" + prefix + ")");
       }
       byte[] bytes = new byte[Math.toIntExact(entry.getSize())];
-      try (FSDataInputStream in = fs.open(file)) {
-        in.readFully(entry.getOffset(), bytes);
+      int crc;
+      try {
+        FSDataInputStream in = streams.get(entry.getShardId());
+        if (in == null) {
+          in = fs.open(file);
+          streams.put(entry.getShardId(), in);
+        }
+        if (in.getPos() != entry.getOffset()) {
+          in.seek(entry.getOffset());
+        }
+        crc = readWithCrc(in, bytes);
       } catch (java.io.EOFException e) {
         throw new IOException(file + " ends before the " + bytes.length + " bytes of " + name + " at offset "
             + entry.getOffset() + ": the checkpoint is incomplete or corrupt", e);
@@ -183,7 +222,6 @@ public final class Bundle {
       if (entry.getDtype() == DataType.DT_STRING) {
         return decodeStrings(name, shape, n, bytes, entry.getCrc32C());
       }
-      int crc = Crc32c.of(bytes);
       if (crc != Crc32c.unmask(entry.getCrc32C())) {
         throw new IOException("Checksum does not match for " + name + " in " + file + ": stored "
             + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated " + Integer.toUnsignedString(crc));
@@ -191,13 +229,39 @@ public final class Bundle {
       return new Tensor(entry.getDtype(), shape, bytes, null);
     }
 
-    /** Every tensor, in key order. */
+    /**
+     * Every tensor, in key order. The data files are read front to back through one stream each
+     * (sequential reads are several times faster than positioned ones on HDFS).
+     */
     public Map<String, Tensor> readAll() throws IOException {
-      Map<String, Tensor> all = new LinkedHashMap<>();
-      for (String name : entries.keySet()) {
-        all.put(name, read(name));
+      Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();
+      try {
+        Map<String, Tensor> byOffset = new java.util.HashMap<>();
+        List<String> inFileOrder = new ArrayList<>(entries.keySet());
+        inFileOrder.sort(java.util.Comparator.comparingInt((String n) -> entries.get(n).getShardId())
+            .thenComparingLong(n -> entries.get(n).getOffset()));
+        for (String name : inFileOrder) {
+          byOffset.put(name, read(name, streams));
+        }
+        Map<String, Tensor> all = new LinkedHashMap<>();
+        entries.keySet().forEach(name -> all.put(name, byOffset.get(name)));
+        return all;
+      } finally {
+        for (FSDataInputStream in : streams.values()) {
+          in.close();
+        }
       }
-      return all;
+    }
+
+    public Tensor read(String name) throws IOException {
+      Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();
+      try {
+        return read(name, streams);
+      } finally {
+        for (FSDataInputStream in : streams.values()) {
+          in.close();
+        }
+      }
     }
 
     private Tensor decodeStrings(String name, long[] shape, long n, byte[] bytes, int storedCrc) throws IOException {
