@@ -30,7 +30,9 @@ import org.apache.hadoop.fs.Path;
  * bytes in the order given, and {@code P.index}, a sorted table of one header and one entry per
  * tensor. Written byte for byte as TensorFlow's {@code SaveV2} writes it; read as {@code RestoreV2}
  * reads it, with every CRC checked. Each file is written under a temporary name and renamed when
- * complete, data first, index last, so an existing {@code .index} means a complete checkpoint.
+ * complete (closed), data first, index last, so an existing {@code .index} means a complete
+ * checkpoint. Like TensorFlow, it does not fsync: a closed file survives the writer's death, and
+ * HDFS's own {@code dfs.datanode.synconclose} decides whether it survives a datanode power loss.
  */
 public final class Bundle {
 
@@ -49,75 +51,91 @@ public final class Bundle {
 
   /** Writes a checkpoint; tensor names are its keys (non-empty, any characters). */
   public static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
-    write(fs, prefix, tensors, step -> {});
+    prepare(fs, prefix, tensors).commit(step -> {});
   }
 
-  static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors, Consumer<SaveStep> progress)
-      throws IOException {
+  /**
+   * A checkpoint written completely under temporary names; {@link #commit} makes it visible with
+   * renames only (data, then index), so nothing but metadata changes once the bytes are written.
+   */
+  static final class Pending {
+    private final FileSystem fs;
+    private final Path data;
+    private final Path dataTemp;
+    private final Path index;
+    private final Path indexTemp;
+
+    private Pending(FileSystem fs, Path data, Path dataTemp, Path index, Path indexTemp) {
+      this.fs = fs;
+      this.data = data;
+      this.dataTemp = dataTemp;
+      this.index = index;
+      this.indexTemp = indexTemp;
+    }
+
+    void commit(Consumer<SaveStep> progress) throws IOException {
+      AtomicFiles.replace(fs, dataTemp, data);
+      progress.accept(SaveStep.DATA_WRITTEN);
+      AtomicFiles.replace(fs, indexTemp, index);
+      progress.accept(SaveStep.INDEX_WRITTEN);
+    }
+
+    void abort() throws IOException {
+      fs.delete(dataTemp, false);
+      fs.delete(indexTemp, false);
+    }
+  }
+
+  /**
+   * Writes the index and then the data under temporary names. The small index goes first: on a
+   * busy disk a small write right after a large one waits for the large one's writeback.
+   */
+  static Pending prepare(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
     TreeMap<byte[], byte[]> index = new TreeMap<>(Table.KEY_ORDER);
     index.put(new byte[0], HEADER);
-    Path data = dataFile(prefix, 0, 1);
-    Path dataTemp = temporary(data);
-    try (FSDataOutputStream out = fs.create(dataTemp, true)) {
-      long offset = 0;
-      for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
-        if (e.getKey().isEmpty()) {
-          throw new IllegalArgumentException("tensor names must be non-empty: the empty key holds the bundle header");
-        }
-        Tensor t = e.getValue();
-        byte[] bytes;
-        int crc;
-        if (t.dtype() == DataType.DT_STRING) {
-          bytes = encodeStrings(t.strings());
-          crc = stringsCrc(bytes, t.strings().size());
-          out.write(bytes);
-        } else {
-          bytes = t.data();
-          crc = writeWithCrc(out, bytes);
-        }
-        TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
-        for (long d : t.shape()) {
-          shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d));
-        }
-        BundleEntryProto entry = BundleEntryProto.newBuilder().setDtype(t.dtype()).setShape(shape)
-            .setOffset(offset).setSize(bytes.length).setCrc32C(Crc32c.mask(crc)).build();
-        if (index.put(e.getKey().getBytes(StandardCharsets.UTF_8), entry.toByteArray()) != null) {
-          throw new IllegalArgumentException("tensor name '" + e.getKey() + "' appears twice");
-        }
-        offset += bytes.length;
+    List<byte[]> payloads = new ArrayList<>();
+    long offset = 0;
+    for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
+      if (e.getKey().isEmpty()) {
+        throw new IllegalArgumentException("tensor names must be non-empty: the empty key holds the bundle header");
       }
-      out.hsync();
-    } catch (IOException | RuntimeException e) {
-      fs.delete(dataTemp, false);
-      throw e;
+      Tensor t = e.getValue();
+      boolean string = t.dtype() == DataType.DT_STRING;
+      byte[] bytes = string ? encodeStrings(t.strings()) : t.data();
+      int crc = string ? stringsCrc(bytes, t.strings().size()) : Crc32c.of(bytes);
+      TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
+      for (long d : t.shape()) {
+        shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d));
+      }
+      BundleEntryProto entry = BundleEntryProto.newBuilder().setDtype(t.dtype()).setShape(shape)
+          .setOffset(offset).setSize(bytes.length).setCrc32C(Crc32c.mask(crc)).build();
+      if (index.put(e.getKey().getBytes(StandardCharsets.UTF_8), entry.toByteArray()) != null) {
+        throw new IllegalArgumentException("tensor name '" + e.getKey() + "' appears twice");
+      }
+      payloads.add(bytes);
+      offset += bytes.length;
     }
-    AtomicFiles.replace(fs, dataTemp, data);
-    progress.accept(SaveStep.DATA_WRITTEN);
+    Path data = dataFile(prefix, 0, 1);
     Path indexFile = indexFile(prefix);
-    Path indexTemp = temporary(indexFile);
-    try (FSDataOutputStream out = fs.create(indexTemp, true)) {
-      out.write(Table.write(index));
-      out.hsync();
+    Pending pending = new Pending(fs, data, temporary(data), indexFile, temporary(indexFile));
+    try {
+      try (FSDataOutputStream out = fs.create(pending.indexTemp, true)) {
+        out.write(Table.write(index));
+      }
+      try (FSDataOutputStream out = fs.create(pending.dataTemp, true)) {
+        for (byte[] payload : payloads) {
+          out.write(payload);
+        }
+      }
+      return pending;
     } catch (IOException | RuntimeException e) {
-      fs.delete(indexTemp, false);
+      pending.abort();
       throw e;
     }
-    AtomicFiles.replace(fs, indexTemp, indexFile);
-    progress.accept(SaveStep.INDEX_WRITTEN);
   }
 
-  /** Chunk size for computing a CRC while the bytes are still in the cache from the copy. */
+  /** Chunk size for checking a CRC while the bytes just read are still in the cache. */
   private static final int CHUNK = 1 << 20;
-
-  private static int writeWithCrc(FSDataOutputStream out, byte[] bytes) throws IOException {
-    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-    for (int off = 0; off < bytes.length; off += CHUNK) {
-      int len = Math.min(CHUNK, bytes.length - off);
-      crc.update(bytes, off, len);
-      out.write(bytes, off, len);
-    }
-    return (int) crc.getValue();
-  }
 
   private static int readWithCrc(FSDataInputStream in, byte[] bytes) throws IOException {
     java.util.zip.CRC32C crc = new java.util.zip.CRC32C();

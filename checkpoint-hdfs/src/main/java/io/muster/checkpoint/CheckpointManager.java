@@ -173,19 +173,11 @@ public final class CheckpointManager {
     nextNumber = Math.max(nextNumber, number + 1);
     if (!policy.chief()) {
       try {
-        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors, progress);
+        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors);
       } finally {
         policy.removeTempDir(fs, directory);
       }
       return prefix;
-    }
-    try {
-      fs.mkdirs(directory);
-      Bundle.write(fs, prefix, tensors, progress);
-    } catch (IOException | RuntimeException e) {
-      deleteCheckpointFiles(name);
-      throw new IOException("could not save checkpoint " + prefix + ": " + e.getMessage()
-          + "; the latest complete checkpoint is still " + latest().map(Path::toString).orElse("none"), e);
     }
     double timestamp = now();
     List<Managed> next = new ArrayList<>(managed.stream().filter(m -> !m.name().equals(name)).toList());
@@ -201,7 +193,31 @@ public final class CheckpointManager {
         doomed.add(oldest.name());
       }
     }
-    writeState(next, preserved);
+    // Every byte is written under temporary names first; then renames make the checkpoint, then
+    // the state naming it, visible; only then are the checkpoints it no longer names deleted.
+    Path stateTemp = null;
+    try {
+      fs.mkdirs(directory);
+      stateTemp = writeStateTemp(next, preserved);
+      Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors);
+      try {
+        pending.commit(progress);
+      } catch (IOException | RuntimeException e) {
+        pending.abort();
+        throw e;
+      }
+    } catch (IOException | RuntimeException e) {
+      if (stateTemp != null) {
+        fs.delete(stateTemp, false);
+      }
+      if (managed.stream().noneMatch(m -> m.name().equals(name))) {
+        deleteCheckpointFiles(name); // a data file renamed before the index failed
+      }
+      throw new IOException("could not save checkpoint " + prefix + ": " + e.getMessage()
+          + "; the latest complete checkpoint is still " + latest().map(Path::toString).orElse("none"), e);
+    }
+    AtomicFiles.replace(fs, stateTemp, new Path(directory, STATE_FILE));
+    progress.accept(SaveStep.STATE_REPLACED);
     managed = next;
     lastPreserved = preserved;
     for (String old : doomed) {
@@ -212,27 +228,23 @@ public final class CheckpointManager {
     return prefix;
   }
 
-  private void writeState(List<Managed> checkpoints, double preserved) throws IOException {
+  /** The state file naming {@code checkpoints}, under a temporary name. */
+  private Path writeStateTemp(List<Managed> checkpoints, double preserved) throws IOException {
     CheckpointState.Builder state = CheckpointState.newBuilder()
         .setModelCheckpointPath(checkpoints.get(checkpoints.size() - 1).name())
         .setLastPreservedTimestamp(preserved);
     for (Managed m : checkpoints) {
       state.addAllModelCheckpointPaths(m.name()).addAllModelCheckpointTimestamps(m.timestamp());
     }
-    Path target = new Path(directory, STATE_FILE);
     Path temp = new Path(directory, STATE_FILE + ".tmp" + UUID.randomUUID().toString().replace("-", ""));
     try (OutputStream out = fs.create(temp, true)) {
       out.write(TextFormat.printer().printToString(state.build()).getBytes(StandardCharsets.UTF_8));
-      if (out instanceof org.apache.hadoop.fs.Syncable s) {
-        s.hsync();
-      }
     } catch (IOException e) {
       fs.delete(temp, false);
       throw new IOException("could not write the checkpoint state " + temp + ": " + e.getMessage(), e);
     }
     progress.accept(SaveStep.STATE_TEMP_WRITTEN);
-    AtomicFiles.replace(fs, temp, target);
-    progress.accept(SaveStep.STATE_REPLACED);
+    return temp;
   }
 
   private void deleteCheckpointFiles(String name) throws IOException {
