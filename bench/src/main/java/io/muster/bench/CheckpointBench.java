@@ -33,7 +33,8 @@ final class CheckpointBench {
   static void run(List<String> args) throws Exception {
     List<Integer> sizes = args.isEmpty() ? List.of(64, 512) : args.stream().map(Integer::parseInt).toList();
     Configuration conf = new Configuration();
-    File base = new File("target/bench-minidfs").getAbsoluteFile();
+    // MUSTER_BENCH_DFS_DIR=/dev/shm/... puts the datanode in memory, leaving only software costs.
+    File base = new File(System.getenv().getOrDefault("MUSTER_BENCH_DFS_DIR", "target/bench-minidfs")).getAbsoluteFile();
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getPath());
     conf.set("dfs.namenode.http-address", "127.0.0.1:0");
     conf.set("dfs.datanode.address", "127.0.0.1:0");
