@@ -40,6 +40,9 @@ final class CheckpointBench {
     conf.set("dfs.datanode.address", "127.0.0.1:0");
     conf.set("dfs.datanode.http.address", "127.0.0.1:0");
     conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
+    if (System.getenv("MUSTER_BENCH_COMPLETE_DELAY_MS") != null) {
+      conf.set("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", System.getenv("MUSTER_BENCH_COMPLETE_DELAY_MS"));
+    }
     MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).build();
     try {
       cluster.waitActive();
