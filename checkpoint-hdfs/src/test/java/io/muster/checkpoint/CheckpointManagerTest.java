@@ -137,8 +137,13 @@ class CheckpointManagerTest {
     Path dir = freshDir(kind);
     FileSystem fs = fsOf(kind, dir);
     List<CompletableFuture<Void>> tasks = new ArrayList<>();
+    io.muster.cluster.ClusterSpec cluster = io.muster.cluster.ClusterSpec.of(Map.of("chief", List.of("h:1"),
+        "worker", List.of("h:2", "h:3", "h:4")));
+    List<io.muster.cluster.TaskId> roles = List.of(new io.muster.cluster.TaskId("chief", 0),
+        new io.muster.cluster.TaskId("worker", 0), new io.muster.cluster.TaskId("worker", 1),
+        new io.muster.cluster.TaskId("worker", 2));
     for (int task = 0; task < 4; task++) {
-      WritePolicy policy = new WritePolicy(task == 0, task);
+      WritePolicy policy = WritePolicy.of(cluster, roles.get(task)); // the chief, then workers 0..2
       float value = task + 1;
       tasks.add(CompletableFuture.runAsync(() -> {
         try {

@@ -1,6 +1,5 @@
 package io.muster.checkpoint;
 
-import java.util.Map;
 import java.util.OptionalInt;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;

@@ -11,9 +11,9 @@ import io.muster.proto.coordination.*;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -44,7 +44,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   private final CoordinationOptions options;
   private final long leaderIncarnation = ThreadLocalRandom.current().nextLong();
   private final Map<TaskId, Task> tasks = new TreeMap<>();
-  private final Map<String, Barrier> barriers = new HashMap<>();
+  private final Barriers barriers;
   private final KeyValueStore store = new KeyValueStore();
   private final Set<StreamObserver<?>> blockedGets = new java.util.HashSet<>();
   private final List<StreamObserver<WaitForAllTasksResponse>> waitingForAll = new ArrayList<>();
@@ -87,6 +87,8 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       t.setDaemon(true);
       return t;
     });
+    this.barriers = new Barriers(timer, this, id -> tasks.get(id).describe(),
+        id -> Optional.ofNullable(tasks.get(id).error).map(e -> e.getStatus().getDescription()));
     Duration period = options.heartbeatTimeout().dividedBy(2).compareTo(Duration.ofSeconds(1)) < 0
         ? options.heartbeatTimeout().dividedBy(2) : Duration.ofSeconds(1);
     timer.scheduleWithFixedDelay(this::checkHeartbeats, period.toMillis(), period.toMillis(), TimeUnit.MILLISECONDS);
@@ -245,12 +247,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     task.state = TaskState.ERROR;
     task.error = error;
     deliver(task, error);
-    for (Barrier barrier : barriers.values()) {
-      if (!barrier.done() && barrier.participants.contains(task.id)) {
-        barrier.finish(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + barrier.id + " failed because task "
-            + task.describe() + " is in error: " + error.getStatus().getDescription(), barrier.id, barrier.counter));
-      }
-    }
+    barriers.failBarriersOf(task.id, error.getStatus().getDescription());
     if (!allRegistered) {
       StatusRuntimeException failed = Errors.error(Status.Code.INTERNAL,
           "Cluster registration failed with error: " + error.getStatus().getDescription(), task.id, false);
@@ -337,7 +334,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       reply(response, ShutdownTaskResponse.getDefaultInstance());
       return;
     }
-    arriveAtBarrier(SHUTDOWN_BARRIER, 0, options.shutdownBarrierTimeout(), new TreeSet<>(tasks.keySet()), task, error -> {
+    barriers.arrive(SHUTDOWN_BARRIER, 0, options.shutdownBarrierTimeout(), new TreeSet<>(tasks.keySet()), task.id, error -> {
       disconnect(task);
       if (error == null) {
         reply(response, ShutdownTaskResponse.getDefaultInstance());
@@ -412,60 +409,13 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
           + " needs a positive timeout, was " + timeoutMs + " ms", id, request.getCounter()));
       return;
     }
-    arriveAtBarrier(id, request.getCounter(), Duration.ofMillis(timeoutMs), participants, source, error -> {
+    barriers.arrive(id, request.getCounter(), Duration.ofMillis(timeoutMs), participants, source.id, error -> {
       if (error == null) {
         reply(response, BarrierResponse.newBuilder().setCounter(request.getCounter()).build());
       } else {
         fail(response, error);
       }
     });
-  }
-
-  private void arriveAtBarrier(String id, long counter, Duration timeout, TreeSet<TaskId> participants, Task source,
-      Barrier.Outcome outcome) {
-    Barrier barrier = barriers.get(id);
-    if (barrier == null || (barrier.done() && counter > barrier.counter)) {
-      barrier = startBarrier(id, counter, timeout, participants);
-    } else if (barrier.counter != counter) {
-      outcome.accept(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + id + " counter mismatch: the service is "
-          + "at use " + barrier.counter + ", task " + source.describe() + " sent " + counter, id, counter));
-      return;
-    } else if (!barrier.participants.equals(participants)) {
-      outcome.accept(Errors.barrierError(Status.Code.INVALID_ARGUMENT, "Barrier " + id + " was started with tasks "
-          + barrier.participants + ", but task " + source.describe() + " asked for " + participants, id, counter));
-      return;
-    }
-    if (barrier.done()) {
-      barrier.replay(outcome);
-    } else {
-      barrier.arrive(source.id, outcome);
-    }
-  }
-
-  private Barrier startBarrier(String id, long counter, Duration timeout, TreeSet<TaskId> participants) {
-    Barrier barrier = new Barrier(id, counter, participants);
-    barriers.put(id, barrier);
-    for (TaskId t : participants) {
-      Task task = tasks.get(t);
-      if (task.state == TaskState.ERROR) {
-        barrier.finish(Errors.barrierError(Status.Code.INTERNAL, "Barrier " + id + " failed because task "
-            + task.describe() + " is in error: " + task.error.getStatus().getDescription(), id, counter));
-        return barrier;
-      }
-    }
-    barrier.setTimeout(timer.schedule(() -> {
-      synchronized (this) {
-        if (barrier.done()) {
-          return;
-        }
-        String missing = barrier.missing().stream().map(t -> tasks.get(t).describe()).collect(Collectors.joining(", "));
-        barrier.finish(Errors.barrierError(Status.Code.DEADLINE_EXCEEDED, "Barrier timed out. Id: " + id
-            + ". # of tasks that reached the barrier: " + barrier.arrived.size() + "/" + participants.size()
-            + " after " + timeout.toMillis() + " ms. Tasks that did not reach it: " + missing + ". The first task at "
-            + "the barrier: " + barrier.arrived.stream().findFirst().map(TaskId::fullName).orElse("none"), id, counter));
-      }
-    }, timeout.toMillis(), TimeUnit.MILLISECONDS));
-    return barrier;
   }
 
   @Override
@@ -476,19 +426,13 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       fail(response, unknownTask(request.getSourceTask(), "cancelled barrier " + id));
       return;
     }
-    Barrier barrier = barriers.get(id);
-    if (barrier != null && barrier.done() && barrier.counter >= request.getCounter()) {
-      fail(response, Errors.barrierError(Status.Code.FAILED_PRECONDITION, "Barrier " + id + " (use "
-          + barrier.counter + ") has already completed; it cannot be cancelled", id, request.getCounter()));
+    try {
+      barriers.cancel(id, request.getCounter(), source.id, new TreeSet<>(tasks.keySet()));
+    } catch (StatusRuntimeException e) {
+      fail(response, e);
       return;
     }
-    if (barrier == null || barrier.done()) {
-      barrier = new Barrier(id, request.getCounter(), new TreeSet<>(tasks.keySet()));
-      barriers.put(id, barrier);
-    }
     log.info("barrier {} cancelled by {}", id, source.describe());
-    barrier.finish(Errors.barrierError(Status.Code.CANCELLED, "Barrier " + id + " was cancelled by task "
-        + source.describe(), id, request.getCounter()));
     reply(response, CancelBarrierResponse.getDefaultInstance());
   }
 
@@ -583,7 +527,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
           task.poll = null;
         }
       }
-      barriers.values().forEach(b -> b.finish(shuttingDown()));
+      barriers.failAll(shuttingDown());
       String unregistered = tasks.values().stream().filter(t -> t.state != TaskState.CONNECTED)
           .map(Task::describe).collect(Collectors.joining(", "));
       StatusRuntimeException gaveUp = Errors.error(Status.Code.ABORTED, "the coordination service is shutting down "
