@@ -152,4 +152,33 @@ class TensorFlowRoundTripTest {
           Files.readAllBytes(java.nio.file.Path.of(musterPrefix.toUri().getPath() + suffix)), suffix + " byte for byte");
     }
   }
+
+  @Test
+  void aDirectoryTensorFlowWroteIsListedAndRestored() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    java.nio.file.Path dir = tmp.resolve("tf-dir");
+    Files.createDirectories(dir);
+    Map<String, Tensor> saved = tensors();
+    try (Graph g = new Graph(); Session session = new Session(g)) {
+      Ops tf = Ops.create(g);
+      List<Operand<?>> values = new ArrayList<>();
+      for (Tensor t : saved.values()) {
+        values.add(tf.constantOf((TType) toTf(t)));
+      }
+      session.runner().addTarget(Save.create(tf.scope(), tf.constant(dir.resolve("ckpt-7").toString()),
+          names(tf, saved), noSlices(tf, saved.size()), values)).run();
+    }
+    // the state file as Python's tf.train.CheckpointManager writes it (text_format)
+    Files.writeString(dir.resolve("checkpoint"), "model_checkpoint_path: \"ckpt-7\"\n"
+        + "all_model_checkpoint_paths: \"ckpt-7\"\nall_model_checkpoint_timestamps: 1700000000.5\n"
+        + "last_preserved_timestamp: 1699999999.0\n");
+    Path dirPath = new Path(dir.toUri());
+    CheckpointManager manager = new CheckpointManager(fs, dirPath, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS);
+    assertEquals(java.util.Optional.of(new Path(dirPath, "ckpt-7")), manager.latest());
+    assertEquals(List.of(new Path(dirPath, "ckpt-7")), manager.checkpoints());
+    Map<String, Tensor> read = manager.restore(manager.latest().orElseThrow());
+    saved.forEach((name, t) -> assertEquals(t, read.get(name), name));
+    assertEquals(new Path(dirPath, "ckpt-8"), manager.save(saved), "the numbering continues after TensorFlow's");
+  }
 }
