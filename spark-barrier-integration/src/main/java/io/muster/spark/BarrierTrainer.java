@@ -1,0 +1,172 @@
+package io.muster.spark;
+
+import io.muster.collective.CommunicationOptions;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.rpc.JobToken;
+import java.io.Serializable;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
+
+/**
+ * Gang-scheduled training from Spark: the data is repartitioned into {@code numWorkers} shards and
+ * a barrier stage of {@code numWorkers} tasks runs the train function on them, together, as
+ * workers 0..n-1 of one job ({@link TrainContext}); the chief's result is returned.
+ *
+ * <p>{@link Builder#build()} checks every option; {@link #fit} checks the Spark application
+ * before any task starts (dynamic allocation off, enough task slots for the whole gang at once)
+ * and fails with the setting to change instead of letting Spark wait for slots. Each task binds its
+ * server before publishing its address (no port race); a fresh job token is made per fit.
+ */
+public final class BarrierTrainer implements Serializable {
+
+  private static final long serialVersionUID = 1L;
+  private static final Logger log = LoggerFactory.getLogger(BarrierTrainer.class);
+  private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
+  private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
+
+  private final int numWorkers;
+  private final String host;
+  private final transient CoordinationOptions coordination;
+  private final transient CommunicationOptions communication;
+
+  private BarrierTrainer(Builder b) {
+    this.numWorkers = b.numWorkers;
+    this.host = b.host;
+    this.coordination = b.coordination;
+    this.communication = b.communication;
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  public int numWorkers() {
+    return numWorkers;
+  }
+
+  /** Trains on a DataFrame's rows; see {@link #fit(JavaRDD, TrainFunction)}. */
+  public <R extends Serializable> R fit(Dataset<Row> data, TrainFunction<Row, R> fn) {
+    return fit(data.javaRDD(), fn);
+  }
+
+  /**
+   * Runs the barrier stage and returns the chief's result.
+   *
+   * @throws IllegalStateException naming the Spark setting when the application cannot run a gang
+   *     of {@code numWorkers} tasks
+   */
+  public <T, R extends Serializable> R fit(JavaRDD<T> data, TrainFunction<T, R> fn) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.context());
+    checkApplication(jsc.getConf(), numWorkers);
+    byte[] secret = new byte[16];
+    new SecureRandom().nextBytes(secret);
+    JobToken token = JobToken.of(HexFormat.of().formatHex(secret));
+    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication);
+    ClassTag<R> tag = ClassTag$.MODULE$.apply(Serializable.class);
+    RDD<R> results = data.repartition(numWorkers).rdd().barrier().mapPartitions(task, false, tag);
+    List<R> chief = new JavaRDD<>(results, tag).collect();
+    if (chief.size() != 1) {
+      throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+    }
+    return chief.get(0);
+  }
+
+  /** The pre-flight checks, on the driver, before any task starts. */
+  static void checkApplication(SparkConf conf, int numWorkers) {
+    if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
+      throw new IllegalStateException("spark.dynamicAllocation.enabled is true, but a barrier stage needs its "
+          + numWorkers + " tasks running at once on a fixed set of executors; set spark.dynamicAllocation.enabled=false");
+    }
+    int slots = taskSlots(conf);
+    if (slots > 0 && numWorkers > slots) {
+      throw new IllegalStateException("numWorkers " + numWorkers + " exceeds the " + slots + " task slots this "
+          + "application can have at once (master " + conf.get("spark.master", "?") + ", spark.task.cpus "
+          + conf.getInt("spark.task.cpus", 1) + "); lower numWorkers or give the application more executors or cores");
+    }
+  }
+
+  /** Task slots from the master and executor settings; 0 when they do not say (the check is then skipped). */
+  static int taskSlots(SparkConf conf) {
+    String master = conf.get("spark.master", "");
+    int taskCpus = conf.getInt("spark.task.cpus", 1);
+    Matcher local = LOCAL.matcher(master);
+    if (local.matches()) {
+      String n = local.group(1);
+      int cores = n == null ? 1 : n.equals("*") ? Runtime.getRuntime().availableProcessors() : Integer.parseInt(n);
+      return cores / taskCpus;
+    }
+    Matcher cluster = LOCAL_CLUSTER.matcher(master);
+    if (cluster.matches()) {
+      return Integer.parseInt(cluster.group(1)) * (Integer.parseInt(cluster.group(2)) / taskCpus);
+    }
+    if (conf.contains("spark.executor.instances") && conf.contains("spark.executor.cores")) {
+      return conf.getInt("spark.executor.instances", 0) * (conf.getInt("spark.executor.cores", 1) / taskCpus);
+    }
+    log.warn("cannot tell how many task slots this application has (master {}); a gang larger than the "
+        + "cluster will wait for slots", master);
+    return 0;
+  }
+
+  /** Options with defaults that suit most jobs; {@link #build()} checks them. */
+  public static final class Builder {
+    private int numWorkers = 1;
+    private String host;
+    private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
+        .withShutdownBarrierTimeout(Duration.ofMinutes(1));
+    private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
+
+    private Builder() {}
+
+    public Builder numWorkers(int n) {
+      this.numWorkers = n;
+      return this;
+    }
+
+    /** The host other executors reach a task at; by default the executor's own address. */
+    public Builder host(String value) {
+      this.host = value;
+      return this;
+    }
+
+    public Builder coordination(CoordinationOptions value) {
+      this.coordination = value;
+      return this;
+    }
+
+    public Builder communication(CommunicationOptions value) {
+      this.communication = value;
+      return this;
+    }
+
+    public BarrierTrainer build() {
+      if (numWorkers < 1) {
+        throw new IllegalArgumentException("numWorkers must be >= 1, was " + numWorkers);
+      }
+      if (host != null && host.isBlank()) {
+        throw new IllegalArgumentException("host must be a host name or address, was '" + host + "'");
+      }
+      if (coordination == null || communication == null) {
+        throw new IllegalArgumentException("coordination and communication options must not be null");
+      }
+      if (communication.timeout().isPresent()) {
+        throw new IllegalArgumentException("communication timeout is taken from the coordination heartbeat "
+            + "timeout on Spark; leave CommunicationOptions.timeout empty");
+      }
+      return new BarrierTrainer(this);
+    }
+  }
+}

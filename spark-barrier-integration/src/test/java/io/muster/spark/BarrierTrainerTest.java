@@ -1,0 +1,86 @@
+package io.muster.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.collective.ReduceOp;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.IntStream;
+import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** BarrierTrainer in Spark local[4]: real barrier stages, real gRPC servers and rings in the tasks. */
+class BarrierTrainerTest {
+
+  private static JavaSparkContext spark;
+
+  @BeforeAll
+  static void start() {
+    spark = new JavaSparkContext(new SparkConf().setMaster("local[4]").setAppName("muster-test")
+        .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
+        .set("spark.driver.bindAddress", "127.0.0.1"));
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  @Test
+  void fourWorkersShareOneClusterInPartitionOrderAndReduceTheirShards() {
+    JavaRDD<Integer> numbers = spark.parallelize(IntStream.range(0, 1000).boxed().toList(), 7);
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(4).build();
+    String result = trainer.fit(numbers, ctx -> {
+      long[] sum = {0};
+      ctx.rows().forEachRemaining(v -> sum[0] += v);
+      ctx.strategy().collectives().allReduce(sum, ReduceOp.SUM);
+      // every task reports the cluster it was given; the chief collects them all
+      String mine = ctx.task() + "=" + ctx.strategy().cluster();
+      ByteBuffer bytes = ByteBuffer.allocateDirect(mine.length() * 4).put(mine.getBytes(StandardCharsets.UTF_8)).flip();
+      ByteBuffer all = ctx.strategy().collectives().allGather(bytes);
+      byte[] joined = new byte[all.remaining()];
+      all.get(joined);
+      return sum[0] + "|" + ctx.strategy().isChief() + "|" + ctx.attempt() + "|" + new String(joined, StandardCharsets.UTF_8);
+    });
+    String[] parts = result.split("\\|", 4);
+    assertEquals("499500", parts[0], "the sum over every shard");
+    assertEquals("true", parts[1], "the result is the chief's");
+    assertEquals("0", parts[2], "first attempt");
+    List<String> seen = new ArrayList<>();
+    String rest = parts[3];
+    for (int i = 0; i < 4; i++) {
+      String prefix = "worker " + i + "=";
+      int start = rest.indexOf(prefix);
+      int end = i < 3 ? rest.indexOf("worker " + (i + 1) + "=") : rest.length();
+      assertTrue(start >= 0 && end > start, rest);
+      seen.add(rest.substring(start + prefix.length(), end));
+    }
+    assertEquals(1, seen.stream().distinct().count(), "every task saw the same cluster: " + seen);
+    assertTrue(seen.get(0).startsWith("{\"worker\": [\"127.0.0.1:"), seen.get(0));
+  }
+
+  @Test
+  void optionsAndTheApplicationAreCheckedBeforeAnyTaskStarts() {
+    IllegalArgumentException zero = assertThrows(IllegalArgumentException.class,
+        () -> BarrierTrainer.builder().numWorkers(0).build());
+    assertEquals("numWorkers must be >= 1, was 0", zero.getMessage());
+    BarrierTrainer tooMany = BarrierTrainer.builder().numWorkers(8).build();
+    IllegalStateException slots = assertThrows(IllegalStateException.class,
+        () -> tooMany.fit(spark.parallelize(List.of(1, 2, 3)), ctx -> "never"));
+    assertEquals("numWorkers 8 exceeds the 4 task slots this application can have at once (master local[4], "
+        + "spark.task.cpus 1); lower numWorkers or give the application more executors or cores", slots.getMessage());
+    IllegalStateException dynamic = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
+        new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2));
+    assertTrue(dynamic.getMessage().startsWith("spark.dynamicAllocation.enabled is true"), dynamic.getMessage());
+    assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
+        .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
+  }
+}
