@@ -38,9 +38,11 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   private final long shutdownMillis;
   private final String implementation;
   private final long bytesPerPack;
+  private final int attempt;
 
   BarrierTask(TrainFunction<T, R> fn, JobToken token, String host, CoordinationOptions coordination,
-      CommunicationOptions communication) {
+      CommunicationOptions communication, int attempt) {
+    this.attempt = attempt;
     this.fn = fn;
     this.token = token.value();
     this.host = host;
@@ -57,7 +59,9 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     TaskId task = new TaskId("worker", ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
     String bindHost = host != null ? host : executorHost(ctx);
-    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security)) {
+    Thread worker = Thread.currentThread();
+    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
+        KillWatch watch = new KillWatch(ctx, worker, server)) {
       String[] addresses = ctx.allGather(server.address().toString());
       ClusterSpec cluster = ClusterSpec.of(Map.of("worker", List.of(addresses)));
       CoordinationOptions coordination = CoordinationOptions.DEFAULTS
@@ -70,8 +74,14 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
       try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
           .cluster(cluster, task).security(security).server(server)
           .coordination(coordination).communication(communication).build()) {
-        R result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task,
-            ctx.stageAttemptNumber()));
+        R result;
+        try {
+          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt));
+        } catch (Exception e) {
+          // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
+          strategy.abort(task + " failed: " + e);
+          throw e;
+        }
         List<R> out = strategy.isChief() ? Collections.singletonList(result) : List.of();
         return CollectionConverters.asScala(out.iterator());
       }
@@ -79,6 +89,35 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
       throw e;
     } catch (Exception e) {
       throw new IllegalStateException(task + ": the train function failed: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Spark kills the other tasks of a failed barrier stage without interrupting their threads
+   * ({@code spark.task.interruptOnCancel} is false by default); a task waiting to join would then
+   * hold its slot until its deadline. This watch interrupts the task and stops its server instead.
+   */
+  private static final class KillWatch implements AutoCloseable {
+    private final java.util.concurrent.ScheduledExecutorService timer;
+
+    KillWatch(BarrierTaskContext ctx, Thread worker, TaskServer server) {
+      timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "muster-kill-watch-" + ctx.partitionId());
+        t.setDaemon(true);
+        return t;
+      });
+      timer.scheduleWithFixedDelay(() -> {
+        if (ctx.isInterrupted()) {
+          server.close();
+          worker.interrupt();
+          timer.shutdown();
+        }
+      }, 200, 200, java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    @Override
+    public void close() {
+      timer.shutdownNow();
     }
   }
 

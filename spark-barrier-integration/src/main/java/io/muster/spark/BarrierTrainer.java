@@ -29,7 +29,11 @@ import scala.reflect.ClassTag$;
  * <p>{@link Builder#build()} checks every option; {@link #fit} checks the Spark application
  * before any task starts (dynamic allocation off, enough task slots for the whole gang at once)
  * and fails with the setting to change instead of letting Spark wait for slots. Each task binds its
- * server before publishing its address (no port race); a fresh job token is made per fit.
+ * server before publishing its address (no port race); a fresh job token is made per run. When a
+ * task fails, every task of the gang fails with it (the coordination service sees to that) and
+ * the whole gang is re-run, up to {@code maxAttempts} times, with {@link TrainContext#attempt()}
+ * counting up; a train function using {@link TrainContext#backupAndRestore} resumes where the
+ * last backup left it.
  */
 public final class BarrierTrainer implements Serializable {
 
@@ -39,12 +43,14 @@ public final class BarrierTrainer implements Serializable {
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
   private final int numWorkers;
+  private final int maxAttempts;
   private final String host;
   private final transient CoordinationOptions coordination;
   private final transient CommunicationOptions communication;
 
   private BarrierTrainer(Builder b) {
     this.numWorkers = b.numWorkers;
+    this.maxAttempts = b.maxAttempts;
     this.host = b.host;
     this.coordination = b.coordination;
     this.communication = b.communication;
@@ -72,12 +78,31 @@ public final class BarrierTrainer implements Serializable {
   public <T, R extends Serializable> R fit(JavaRDD<T> data, TrainFunction<T, R> fn) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.context());
     checkApplication(jsc.getConf(), numWorkers);
+    JavaRDD<T> shards = data.repartition(numWorkers);
+    for (int attempt = 0; ; attempt++) {
+      try {
+        return runGang(shards, fn, attempt);
+      } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
+        // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
+        // the train function resumes from its BackupAndRestore backup.
+        if (attempt + 1 >= maxAttempts) {
+          throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
+              + ": " + e.getMessage(), e);
+        }
+        log.warn("training attempt {} of {} failed; re-running the whole gang of {}: {}", attempt + 1, maxAttempts,
+            numWorkers, e.toString());
+      }
+    }
+  }
+
+  private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, int attempt) {
     byte[] secret = new byte[16];
     new SecureRandom().nextBytes(secret);
     JobToken token = JobToken.of(HexFormat.of().formatHex(secret));
-    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication);
-    ClassTag<R> tag = ClassTag$.MODULE$.apply(Serializable.class);
-    RDD<R> results = data.repartition(numWorkers).rdd().barrier().mapPartitions(task, false, tag);
+    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication, attempt);
+    @SuppressWarnings("unchecked")
+    ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+    RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
     List<R> chief = new JavaRDD<>(results, tag).collect();
     if (chief.size() != 1) {
       throw new IllegalStateException("expected one result from the chief, got " + chief.size());
@@ -124,6 +149,7 @@ public final class BarrierTrainer implements Serializable {
   /** Options with defaults that suit most jobs; {@link #build()} checks them. */
   public static final class Builder {
     private int numWorkers = 1;
+    private int maxAttempts = 1;
     private String host;
     private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
         .withShutdownBarrierTimeout(Duration.ofMinutes(1));
@@ -133,6 +159,12 @@ public final class BarrierTrainer implements Serializable {
 
     public Builder numWorkers(int n) {
       this.numWorkers = n;
+      return this;
+    }
+
+    /** How many times the whole gang runs before fit gives up (a failed task fails every task). */
+    public Builder maxAttempts(int n) {
+      this.maxAttempts = n;
       return this;
     }
 
@@ -155,6 +187,9 @@ public final class BarrierTrainer implements Serializable {
     public BarrierTrainer build() {
       if (numWorkers < 1) {
         throw new IllegalArgumentException("numWorkers must be >= 1, was " + numWorkers);
+      }
+      if (maxAttempts < 1) {
+        throw new IllegalArgumentException("maxAttempts must be >= 1, was " + maxAttempts);
       }
       if (host != null && host.isBlank()) {
         throw new IllegalArgumentException("host must be a host name or address, was '" + host + "'");

@@ -83,4 +83,33 @@ class BarrierTrainerTest {
     assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
         .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
   }
+
+  @Test
+  void aFailedGangIsReRunAndResumesFromItsBackup(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) {
+    String backupDir = tmp.resolve("backup").toUri().toString();
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(3).maxAttempts(2).build();
+    long start = System.nanoTime();
+    String result = trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {
+      var backup = ctx.backupAndRestore(backupDir, io.muster.checkpoint.BackupAndRestore.EVERY_EPOCH);
+      var resume = backup.restore(1);
+      int firstEpoch = resume.map(io.muster.checkpoint.BackupAndRestore.ResumePoint::epoch).orElse(0);
+      float[] w = {resume.map(p -> p.variables().get("w").floats()[0]).orElse(0f)};
+      for (int epoch = firstEpoch; epoch < 4; epoch++) {
+        if (ctx.attempt() == 0 && epoch == 2 && ctx.task().index() == 1) {
+          throw new IllegalStateException("simulated crash of worker 1 in epoch 2");
+        }
+        float[] one = {1};
+        ctx.strategy().allReduce(List.of(one)); // MEAN of ones: 1 on every replica
+        w[0] += one[0];
+        float value = w[0];
+        backup.onEpochEnd(epoch, () -> java.util.Map.of("w", io.muster.checkpoint.Tensor.ofFloats(new long[] {1}, value)));
+      }
+      backup.onTrainEnd();
+      return "attempt " + ctx.attempt() + " started at epoch " + firstEpoch + ", w=" + w[0];
+    });
+    assertEquals("attempt 1 started at epoch 2, w=4.0", result);
+    java.time.Duration took = java.time.Duration.ofNanos(System.nanoTime() - start);
+    assertTrue(took.compareTo(java.time.Duration.ofSeconds(30)) < 0, "the failed gang fails fast: " + took);
+    assertTrue(!java.nio.file.Files.exists(tmp.resolve("backup").resolve("chief")), "the backup is gone after success");
+  }
 }

@@ -130,11 +130,16 @@ public final class CoordinationAgent implements AutoCloseable {
         return;
       } catch (StatusRuntimeException e) {
         Status.Code code = e.getStatus().getCode();
-        if (code != Status.Code.UNAVAILABLE && code != Status.Code.DEADLINE_EXCEEDED) {
+        // UNIMPLEMENTED: the leader's server is up but does not host the service yet (a launcher
+        // binds every server first and starts the service once the cluster is known).
+        if (code != Status.Code.UNAVAILABLE && code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNIMPLEMENTED) {
           throw Errors.toException(task + " could not register with the coordination leader " + leader
               + " at " + leaderAddress, e);
         }
-        String why = leaderUnreachable(e);
+        String why = code == Status.Code.UNIMPLEMENTED
+            ? "coordination leader " + leader + " at " + leaderAddress + ": its server answers but does not host the "
+                + "coordination service (yet); is this address really the leader's TF_CONFIG address?"
+            : leaderUnreachable(e);
         long now = System.nanoTime();
         if (now >= deadline) {
           throw new DeadlineExceededException(task + " could not register with the coordination service within "

@@ -49,6 +49,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
   private final CommunicationOptions communication;
   private final Duration barrierTimeout;
   private ByteBuffer pack = ByteBuffer.allocateDirect(0);
+  private volatile boolean aborted;
 
   private MultiWorkerMirroredStrategy(TaskRuntime runtime, Collectives collectives, CommunicationOptions communication,
       Duration barrierTimeout) {
@@ -167,11 +168,26 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     runtime.agent().barrier(id, barrierTimeout, List.of());
   }
 
+  /**
+   * This task has failed: tells the coordination service (which tells every other task at once,
+   * failing their collectives) and fails this task's collectives; {@link #close()} then leaves
+   * without waiting at the shutdown barrier.
+   */
+  public void abort(String reason) {
+    aborted = true;
+    collectives.abort(reason);
+    try {
+      runtime.agent().reportError(io.grpc.Status.Code.INTERNAL, reason);
+    } catch (RuntimeException e) {
+      log.warn("{}: could not report the failure to the coordination service: {}", task, e.getMessage());
+    }
+  }
+
   /** Waits at the shutdown barrier for every other task, then stops the collectives, agent and server. */
   @Override
   public void close() {
     try {
-      if (runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
+      if (!aborted && runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
         runtime.agent().shutdown();
       }
     } finally {
