@@ -18,10 +18,9 @@ public final class Muster {
       "  cluster                 print this task's identity from TF_CONFIG as JSON",
       "  check [--timeout 5m]    start this task's server, join the coordination service, wait for every task",
       "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
-      "  demo [--tasks 4]        run a job of N tasks on 127.0.0.1 in this JVM and report what happened",
       "  checkpoint ls DIR       the checkpoints in DIR, the latest, and its tensors (name, dtype, shape)",
       "  events FILE_OR_DIR      the scalars of TensorBoard event files: step, tag, value",
-      "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check, demo), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
+      "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
 
   private Muster() {}
 
@@ -40,7 +39,6 @@ public final class Muster {
         case "cluster" -> ClusterCommand.run(options, env, out);
         case "check" -> CheckCommand.run(options, env, out, err);
         case "server-def" -> ServerDefCommand.run(options, env, out);
-        case "demo" -> DemoCommand.run(options, out);
         case "checkpoint" -> CheckpointCommand.run(options, out);
         case "events" -> EventsCommand.run(options, out);
         default -> throw new UsageException("unknown command '" + args.get(0) + "'; try: muster --help");

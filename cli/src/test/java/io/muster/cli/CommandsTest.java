@@ -96,14 +96,6 @@ class CommandsTest {
   }
 
   @Test
-  void demoRunsAJobOfThreeTasks() {
-    Result r = run(Map.of(), "demo", "--tasks", "3");
-    assertEquals(0, r.code(), r.err());
-    assertTrue(r.text().contains("states: [worker 0=CONNECTED, worker 1=CONNECTED, worker 2=CONNECTED]"), r.text());
-    assertTrue(r.text().contains("exchanged 9 keys and passed a barrier"), r.text());
-  }
-
-  @Test
   void checkpointLsListsTheCheckpointsAndTheLatestTensors(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
       throws Exception {
     org.apache.hadoop.fs.Path dir = new org.apache.hadoop.fs.Path(tmp.toUri());

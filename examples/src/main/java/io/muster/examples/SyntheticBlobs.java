@@ -6,7 +6,7 @@ import java.util.Random;
  * A classification data set made from a seed, the same on every worker: {@code classes} Gaussian
  * blobs in {@code features} dimensions, close enough to overlap so accuracy stays below 1.
  */
-record SyntheticBlobs(float[][] x, int[] y, int features, int classes) {
+record SyntheticBlobs(float[][] x, int[] y, int features, int classes) implements java.io.Serializable {
 
   static SyntheticBlobs generate(long seed, int rows, int features, int classes) {
     Random random = new Random(seed);

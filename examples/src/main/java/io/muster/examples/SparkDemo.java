@@ -1,0 +1,234 @@
+package io.muster.examples;
+
+import io.muster.checkpoint.BackupAndRestore;
+import io.muster.checkpoint.CheckpointManager;
+import io.muster.checkpoint.Tensor;
+import io.muster.collective.ReduceOp;
+import io.muster.spark.BarrierTrainer;
+import io.muster.spark.TrainContext;
+import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.summary.SummaryWriter;
+import java.io.Serializable;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The main job ({@code ./muster demo}, or the same class under {@code spark-submit}): softmax
+ * regression on a DataFrame with a {@code label} column, trained by {@code --workers} Spark barrier
+ * tasks with MultiWorkerMirroredStrategy. Features are standardised with the training split's
+ * mean and deviation; 20% of the rows are held out. The chief writes checkpoints to
+ * {@code <out>/ckpt} and TensorBoard scalars to {@code <out>/logs/train}; a backup under
+ * {@code <out>/backup} lets a re-run gang resume.
+ *
+ * <p>Arguments: {@code [--data FILE.csv|FILE.parquet] [--out ./muster-out] [--workers 4]
+ * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7]}; without {@code --data}
+ * the rows are generated.
+ */
+public final class SparkDemo {
+
+  private static final Logger log = LoggerFactory.getLogger(SparkDemo.class);
+
+  /** The trained model and where the outputs are. */
+  public record Result(double accuracy, long heldOutRows, String checkpoint, String logs) {}
+
+  /** What the chief hands back: the final weights. */
+  record Weights(float[] weights, float[] bias) implements Serializable {}
+
+  private SparkDemo() {}
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> o = Args.parse(args, Map.of("--data", "", "--out", "muster-out", "--workers", "4",
+        "--epochs", "10", "--global-batch", "64", "--learning-rate", "0.2", "--seed", "7"));
+    int workers = Args.positiveInt(o, "--workers");
+    SparkSession.Builder builder = SparkSession.builder().appName("muster-demo");
+    if (System.getProperty("spark.master") == null) {
+      // not under spark-submit: run locally, one core per worker
+      builder.master("local[" + workers + "]").config("spark.ui.enabled", "false")
+          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
+    }
+    try (SparkSession spark = builder.getOrCreate()) {
+      Result r = run(spark, o.get("--data"), o.get("--out"), workers, Args.positiveInt(o, "--epochs"),
+          Args.positiveInt(o, "--global-batch"), Float.parseFloat(o.get("--learning-rate")),
+          Long.parseLong(o.get("--seed")));
+      System.out.printf("held-out accuracy %.4f on %d rows; checkpoints in %s, TensorBoard logs in %s%n",
+          r.accuracy(), r.heldOutRows(), r.checkpoint(), r.logs());
+    }
+  }
+
+  public static Result run(SparkSession spark, String data, String out, int workers, int epochs, int globalBatch,
+      float learningRate, long seed) {
+    if (globalBatch % workers != 0) {
+      throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of --workers " + workers);
+    }
+    Dataset<Row> df = data.isEmpty() ? generated(spark, seed) : read(spark, data);
+    if (!Arrays.asList(df.columns()).contains("label")) {
+      throw new IllegalArgumentException("the data has no 'label' column; columns: " + String.join(", ", df.columns()));
+    }
+    String[] features = Arrays.stream(df.columns()).filter(c -> !c.equals("label")).toArray(String[]::new);
+    Dataset<Row>[] split = df.randomSplit(new double[] {0.8, 0.2}, seed);
+    Dataset<Row> train = split[0];
+    float[] mean = new float[features.length];
+    float[] scale = new float[features.length];
+    List<Column> stats = new ArrayList<>();
+    for (String f : features) {
+      stats.add(functions.avg(f));
+      stats.add(functions.stddev_pop(f));
+    }
+    Row moments = train.agg(stats.get(0), stats.subList(1, stats.size()).toArray(Column[]::new)).first();
+    for (int i = 0; i < features.length; i++) {
+      mean[i] = (float) moments.getDouble(2 * i);
+      double sd = moments.isNullAt(2 * i + 1) ? 0 : moments.getDouble(2 * i + 1);
+      scale[i] = sd > 1e-9 ? (float) (1 / sd) : 0f;
+    }
+    int classes = ((Number) df.agg(functions.max("label")).first().get(0)).intValue() + 1;
+    String[] ordered = Arrays.copyOf(features, features.length + 1);
+    ordered[features.length] = "label"; // rows reach the tasks as features..., label
+    SyntheticBlobs test = toArrays(split[1].select(column(ordered)).collectAsList(), features.length, mean, scale, classes);
+    String outDir = Path.of(out).toAbsolutePath().toUri().toString().replaceAll("/?$", "/");
+
+    Weights weights = BarrierTrainer.builder().numWorkers(workers).maxAttempts(2).build().fit(
+        train.select(column(ordered)), ctx -> train(ctx, features.length, classes, mean, scale, test, outDir, epochs,
+            globalBatch, learningRate, seed));
+    SoftmaxModel model = new SoftmaxModel(features.length, classes);
+    System.arraycopy(weights.weights(), 0, model.weights, 0, model.weights.length);
+    System.arraycopy(weights.bias(), 0, model.bias, 0, model.bias.length);
+    return new Result(model.accuracy(test), test.rows(), outDir + "ckpt", outDir + "logs");
+  }
+
+  private static Column[] column(String[] names) {
+    return Arrays.stream(names).map(functions::col).toArray(Column[]::new);
+  }
+
+  private static Weights train(TrainContext<Row> ctx, int features, int classes, float[] mean, float[] scale,
+      SyntheticBlobs test, String out, int epochs, int globalBatch, float learningRate, long seed) throws Exception {
+    MultiWorkerMirroredStrategy strategy = ctx.strategy();
+    List<Row> rows = new ArrayList<>();
+    ctx.rows().forEachRemaining(rows::add);
+    SyntheticBlobs shard = toArrays(rows, features, mean, scale, classes);
+    int localBatch = globalBatch / strategy.numReplicasInSync();
+    long[] fewest = {shard.rows()};
+    strategy.collectives().allReduce(fewest, ReduceOp.MIN); // every replica takes as many steps
+    int steps = (int) (fewest[0] / localBatch);
+    if (steps == 0) {
+      throw new IllegalStateException("a worker has only " + fewest[0] + " rows, fewer than its local batch of "
+          + localBatch + "; use fewer workers or a smaller --global-batch");
+    }
+
+    SoftmaxModel model = new SoftmaxModel(features, classes);
+    BackupAndRestore backup = ctx.backupAndRestore(out + "backup", BackupAndRestore.EVERY_EPOCH);
+    var resume = backup.restore(steps);
+    int firstEpoch = 0;
+    if (resume.isPresent()) {
+      firstEpoch = resume.get().epoch();
+      System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
+      System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
+    }
+    strategy.broadcastFromChief(model.variables());
+    CheckpointManager checkpoints = ctx.checkpointManager(out + "ckpt", CheckpointManager.Options.DEFAULTS);
+    float[] gradW = new float[model.weights.length];
+    float[] gradB = new float[model.bias.length];
+    float[] loss = new float[1];
+    int[] order = new int[shard.rows()];
+    try (SummaryWriter summaries = ctx.summaryWriter(out + "logs/train")) {
+      long start = System.nanoTime();
+      for (int epoch = firstEpoch; epoch < epochs; epoch++) {
+        shuffle(order, new Random(seed + 31L * epoch + strategy.inputPipelineId()));
+        double epochLoss = 0;
+        for (int step = 0; step < steps; step++) {
+          loss[0] = model.gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
+          strategy.allReduce(List.of(gradW, gradB, loss));
+          for (int i = 0; i < gradW.length; i++) {
+            model.weights[i] -= learningRate * gradW[i];
+          }
+          for (int i = 0; i < gradB.length; i++) {
+            model.bias[i] -= learningRate * gradB[i];
+          }
+          epochLoss += loss[0];
+        }
+        double accuracy = model.accuracy(test);
+        Map<String, Tensor> variables = Map.of(
+            "weights", Tensor.ofFloats(new long[] {features, classes}, model.weights.clone()),
+            "bias", Tensor.ofFloats(new long[] {classes}, model.bias.clone()),
+            "epoch", Tensor.scalar(epoch + 1));
+        checkpoints.save(variables);
+        backup.onEpochEnd(epoch, () -> variables);
+        summaries.scalar("epoch_loss", epochLoss / steps, epoch + 1);
+        summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
+        if (strategy.isChief()) {
+          double seconds = (System.nanoTime() - start) / 1e9;
+          log.info("epoch {}/{}: loss {} held-out accuracy {} ({} examples/s on {} workers)", epoch + 1, epochs,
+              String.format("%.4f", epochLoss / steps), String.format("%.4f", accuracy),
+              Math.round((epoch + 1 - firstEpoch) * (double) steps * globalBatch / seconds),
+              strategy.numReplicasInSync());
+        }
+      }
+    }
+    backup.onTrainEnd();
+    return new Weights(model.weights, model.bias);
+  }
+
+  private static SyntheticBlobs toArrays(List<Row> rows, int features, float[] mean, float[] scale, int classes) {
+    float[][] x = new float[rows.size()][features];
+    int[] y = new int[rows.size()];
+    for (int i = 0; i < rows.size(); i++) {
+      Row r = rows.get(i);
+      for (int f = 0; f < features; f++) {
+        x[i][f] = (((Number) r.get(f)).floatValue() - mean[f]) * scale[f];
+      }
+      y[i] = ((Number) r.get(features)).intValue();
+    }
+    return new SyntheticBlobs(x, y, features, classes);
+  }
+
+  private static Dataset<Row> read(SparkSession spark, String path) {
+    return path.endsWith(".parquet") ? spark.read().parquet(path)
+        : spark.read().option("header", "true").option("inferSchema", "true").csv(path);
+  }
+
+  /** 4000 rows of 10 overlapping Gaussian blobs in 20 dimensions. */
+  private static Dataset<Row> generated(SparkSession spark, long seed) {
+    SyntheticBlobs blobs = SyntheticBlobs.generate(seed, 4000, 20, 10);
+    List<StructField> fields = new ArrayList<>();
+    for (int f = 0; f < 20; f++) {
+      fields.add(DataTypes.createStructField("f" + f, DataTypes.FloatType, false));
+    }
+    fields.add(DataTypes.createStructField("label", DataTypes.IntegerType, false));
+    List<Row> rows = new ArrayList<>();
+    for (int i = 0; i < blobs.rows(); i++) {
+      Object[] values = new Object[21];
+      for (int f = 0; f < 20; f++) {
+        values[f] = blobs.x()[i][f];
+      }
+      values[20] = blobs.y()[i];
+      rows.add(RowFactory.create(values));
+    }
+    return spark.createDataFrame(rows, new StructType(fields.toArray(StructField[]::new)));
+  }
+
+  private static void shuffle(int[] order, Random random) {
+    for (int i = 0; i < order.length; i++) {
+      order[i] = i;
+    }
+    for (int i = order.length - 1; i > 0; i--) {
+      int j = random.nextInt(i + 1);
+      int t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+  }
+}
