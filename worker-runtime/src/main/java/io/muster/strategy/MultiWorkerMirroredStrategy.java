@@ -163,7 +163,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     values.forEach(floats::get);
   }
 
-  /** Waits until every replica reaches the barrier with this id (the id may be reused). */
+  /** Waits until every replica reaches the barrier with this id (reusable), for up to the coordination join timeout. */
   public void barrier(String id) {
     runtime.agent().barrier(id, barrierTimeout, List.of());
   }
