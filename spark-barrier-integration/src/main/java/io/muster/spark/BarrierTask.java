@@ -39,10 +39,12 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   private final String implementation;
   private final long bytesPerPack;
   private final int attempt;
+  private final int gpusPerWorker;
 
   BarrierTask(TrainFunction<T, R> fn, JobToken token, String host, CoordinationOptions coordination,
-      CommunicationOptions communication, int attempt) {
+      CommunicationOptions communication, int attempt, int gpusPerWorker) {
     this.attempt = attempt;
+    this.gpusPerWorker = gpusPerWorker;
     this.fn = fn;
     this.token = token.value();
     this.host = host;
@@ -76,7 +78,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
           .coordination(coordination).communication(communication).build()) {
         R result;
         try {
-          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt));
+          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt, gpus(ctx)));
         } catch (Exception e) {
           // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
           strategy.abort(task + " failed: " + e);
@@ -119,6 +121,19 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     public void close() {
       timer.shutdownNow();
     }
+  }
+
+  private List<String> gpus(BarrierTaskContext ctx) {
+    if (gpusPerWorker == 0) {
+      return List.of();
+    }
+    org.apache.spark.resource.ResourceInformation gpu = ctx.resourcesJMap().get("gpu");
+    if (gpu == null || gpu.addresses().length < gpusPerWorker) {
+      throw new IllegalStateException("worker " + ctx.partitionId() + " asked for " + gpusPerWorker
+          + " GPU(s) but Spark assigned " + (gpu == null ? "none" : gpu.addresses().length)
+          + "; check spark.task.resource.gpu.amount and the executors' GPU discovery script");
+    }
+    return Gpus.visibleDevices(List.of(gpu.addresses()), System.getenv("CUDA_VISIBLE_DEVICES"));
   }
 
   /** The address Spark knows this executor by (BarrierTaskInfo.address is "host" or "host:port"). */

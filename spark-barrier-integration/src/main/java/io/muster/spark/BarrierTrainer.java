@@ -44,6 +44,7 @@ public final class BarrierTrainer implements Serializable {
 
   private final int numWorkers;
   private final int maxAttempts;
+  private final int gpusPerWorker;
   private final String host;
   private final transient CoordinationOptions coordination;
   private final transient CommunicationOptions communication;
@@ -51,6 +52,7 @@ public final class BarrierTrainer implements Serializable {
   private BarrierTrainer(Builder b) {
     this.numWorkers = b.numWorkers;
     this.maxAttempts = b.maxAttempts;
+    this.gpusPerWorker = b.gpusPerWorker;
     this.host = b.host;
     this.coordination = b.coordination;
     this.communication = b.communication;
@@ -77,7 +79,7 @@ public final class BarrierTrainer implements Serializable {
    */
   public <T, R extends Serializable> R fit(JavaRDD<T> data, TrainFunction<T, R> fn) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.context());
-    checkApplication(jsc.getConf(), numWorkers);
+    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
     JavaRDD<T> shards = data.repartition(numWorkers);
     for (int attempt = 0; ; attempt++) {
       try {
@@ -99,7 +101,8 @@ public final class BarrierTrainer implements Serializable {
     byte[] secret = new byte[16];
     new SecureRandom().nextBytes(secret);
     JobToken token = JobToken.of(HexFormat.of().formatHex(secret));
-    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication, attempt);
+    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication, attempt,
+        gpusPerWorker);
     @SuppressWarnings("unchecked")
     ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
     RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
@@ -111,7 +114,15 @@ public final class BarrierTrainer implements Serializable {
   }
 
   /** The pre-flight checks, on the driver, before any task starts. */
-  static void checkApplication(SparkConf conf, int numWorkers) {
+  static void checkApplication(SparkConf conf, int numWorkers, int gpusPerWorker) {
+    if (gpusPerWorker > 0) {
+      double perTask = conf.getDouble("spark.task.resource.gpu.amount", 0);
+      if (perTask < gpusPerWorker) {
+        throw new IllegalStateException("gpusPerWorker " + gpusPerWorker + " needs spark.task.resource.gpu.amount >= "
+            + gpusPerWorker + " (and GPUs on the executors with a discovery script), but it is "
+            + (perTask == 0 ? "not set" : String.valueOf(perTask)));
+      }
+    }
     if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
       throw new IllegalStateException("spark.dynamicAllocation.enabled is true, but a barrier stage needs its "
           + numWorkers + " tasks running at once on a fixed set of executors; set spark.dynamicAllocation.enabled=false");
@@ -150,6 +161,7 @@ public final class BarrierTrainer implements Serializable {
   public static final class Builder {
     private int numWorkers = 1;
     private int maxAttempts = 1;
+    private int gpusPerWorker;
     private String host;
     private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
         .withShutdownBarrierTimeout(Duration.ofMinutes(1));
@@ -165,6 +177,12 @@ public final class BarrierTrainer implements Serializable {
     /** How many times the whole gang runs before fit gives up (a failed task fails every task). */
     public Builder maxAttempts(int n) {
       this.maxAttempts = n;
+      return this;
+    }
+
+    /** GPUs each worker needs; the train function gets their device ordinals ({@link TrainContext#gpus()}). */
+    public Builder gpusPerWorker(int n) {
+      this.gpusPerWorker = n;
       return this;
     }
 
@@ -187,6 +205,9 @@ public final class BarrierTrainer implements Serializable {
     public BarrierTrainer build() {
       if (numWorkers < 1) {
         throw new IllegalArgumentException("numWorkers must be >= 1, was " + numWorkers);
+      }
+      if (gpusPerWorker < 0) {
+        throw new IllegalArgumentException("gpusPerWorker must be >= 0, was " + gpusPerWorker);
       }
       if (maxAttempts < 1) {
         throw new IllegalArgumentException("maxAttempts must be >= 1, was " + maxAttempts);

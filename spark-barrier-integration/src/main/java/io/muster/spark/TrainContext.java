@@ -19,8 +19,11 @@ import org.apache.hadoop.fs.Path;
  * @param rows this task's partition (one shard of the repartitioned data), to be read once
  * @param task {@code worker <partition id>}
  * @param attempt 0 for the first run of the gang, 1, 2, ... when {@link BarrierTrainer} re-runs it
+ * @param gpus the CUDA devices this task owns, as {@code CUDA_VISIBLE_DEVICES} would list them;
+ *     empty when the trainer asks for no GPUs
  */
-public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt) {
+public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt,
+    java.util.List<String> gpus) {
 
   /** Where this task writes: the real directory on the chief, {@code workertemp_<i>} on the others. */
   public WritePolicy writePolicy() {

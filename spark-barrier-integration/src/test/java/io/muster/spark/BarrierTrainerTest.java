@@ -78,7 +78,7 @@ class BarrierTrainerTest {
     assertEquals("numWorkers 8 exceeds the 4 task slots this application can have at once (master local[4], "
         + "spark.task.cpus 1); lower numWorkers or give the application more executors or cores", slots.getMessage());
     IllegalStateException dynamic = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
-        new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2));
+        new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2, 0));
     assertTrue(dynamic.getMessage().startsWith("spark.dynamicAllocation.enabled is true"), dynamic.getMessage());
     assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
         .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
@@ -111,5 +111,21 @@ class BarrierTrainerTest {
     java.time.Duration took = java.time.Duration.ofNanos(System.nanoTime() - start);
     assertTrue(took.compareTo(java.time.Duration.ofSeconds(30)) < 0, "the failed gang fails fast: " + took);
     assertTrue(!java.nio.file.Files.exists(tmp.resolve("backup").resolve("chief")), "the backup is gone after success");
+  }
+
+  @Test
+  void gpusAreCheckedUpFrontAndRemappedThroughCudaVisibleDevices() {
+    IllegalStateException none = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
+        new SparkConf().set("spark.master", "local[4]"), 2, 1));
+    assertEquals("gpusPerWorker 1 needs spark.task.resource.gpu.amount >= 1 (and GPUs on the executors with a "
+        + "discovery script), but it is not set", none.getMessage());
+    BarrierTrainer.checkApplication(new SparkConf().set("spark.master", "local[4]")
+        .set("spark.task.resource.gpu.amount", "1"), 2, 1);
+    assertEquals(List.of("1", "3"), Gpus.visibleDevices(List.of("1", "3"), null));
+    assertEquals(List.of("6", "4"), Gpus.visibleDevices(List.of("2", "0"), "4,5,6,7"));
+    IllegalStateException outside = assertThrows(IllegalStateException.class,
+        () -> Gpus.visibleDevices(List.of("2"), "4,5"));
+    assertTrue(outside.getMessage().startsWith("Spark assigned GPU 2, but CUDA_VISIBLE_DEVICES=4,5 lists only 2"),
+        outside.getMessage());
   }
 }
