@@ -1,6 +1,8 @@
 package io.muster.examples;
 
+import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.util.List;
+import java.util.Random;
 
 /** Multinomial logistic regression: weights {@code [features x classes]} and a bias per class. */
 final class SoftmaxModel {
@@ -66,6 +68,41 @@ final class SoftmaxModel {
       }
     }
     return (float) (loss / n);
+  }
+
+  /**
+   * One synchronous epoch of SGD over this replica's shard, shuffled with {@code random}: each
+   * step's gradient (and loss) is averaged over the replicas before the update, so every replica
+   * makes the same update. Returns the mean loss of the epoch.
+   */
+  double trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int steps,
+      int localBatch, float learningRate) {
+    int[] order = new int[shard.rows()];
+    for (int i = 0; i < order.length; i++) {
+      order[i] = i;
+    }
+    for (int i = order.length - 1; i > 0; i--) {
+      int j = random.nextInt(i + 1);
+      int t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+    float[] gradW = new float[weights.length];
+    float[] gradB = new float[bias.length];
+    float[] loss = new float[1];
+    double total = 0;
+    for (int step = 0; step < steps; step++) {
+      loss[0] = gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
+      strategy.allReduce(List.of(gradW, gradB, loss));
+      for (int i = 0; i < gradW.length; i++) {
+        weights[i] -= learningRate * gradW[i];
+      }
+      for (int i = 0; i < gradB.length; i++) {
+        bias[i] -= learningRate * gradB[i];
+      }
+      total += loss[0];
+    }
+    return total / steps;
   }
 
   double accuracy(SyntheticBlobs data) {

@@ -6,7 +6,6 @@ import java.nio.ByteBuffer;
 import java.security.MessageDigest;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import org.slf4j.Logger;
@@ -60,29 +59,14 @@ public final class SoftmaxRegression {
       }
       strategy.broadcastFromChief(model.variables());
 
-      float[] gradW = new float[model.weights.length];
-      float[] gradB = new float[model.bias.length];
-      float[] lossHolder = new float[1];
-      int[] order = new int[train.rows()];
       long start = System.nanoTime();
       for (int epoch = 0; epoch < epochs; epoch++) {
-        shuffle(order, new Random(seed + 31L * epoch + strategy.inputPipelineId()));
-        double epochLoss = 0;
-        for (int step = 0; step < steps; step++) {
-          lossHolder[0] = model.gradient(train, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
-          strategy.allReduce(List.of(gradW, gradB, lossHolder));
-          for (int i = 0; i < gradW.length; i++) {
-            model.weights[i] -= learningRate * gradW[i];
-          }
-          for (int i = 0; i < gradB.length; i++) {
-            model.bias[i] -= learningRate * gradB[i];
-          }
-          epochLoss += lossHolder[0];
-        }
+        double epochLoss = model.trainEpoch(strategy, train,
+            new Random(seed + 31L * epoch + strategy.inputPipelineId()), steps, localBatch, learningRate);
         if (strategy.isChief()) {
           double seconds = (System.nanoTime() - start) / 1e9;
           log.info("epoch {}: loss {} held-out accuracy {} ({} examples/s over {} workers)", epoch + 1,
-              String.format("%.4f", epochLoss / steps), String.format("%.4f", model.accuracy(test)),
+              String.format("%.4f", epochLoss), String.format("%.4f", model.accuracy(test)),
               Math.round((epoch + 1) * (double) steps * globalBatch / seconds), workers);
         }
       }
@@ -93,18 +77,6 @@ public final class SoftmaxRegression {
       result.put("weights_sha256", sha256(model));
       System.out.println(Json.write(result));
       System.out.flush();
-    }
-  }
-
-  private static void shuffle(int[] order, Random random) {
-    for (int i = 0; i < order.length; i++) {
-      order[i] = i;
-    }
-    for (int i = order.length - 1; i > 0; i--) {
-      int j = random.nextInt(i + 1);
-      int t = order[i];
-      order[i] = order[j];
-      order[j] = t;
     }
   }
 

@@ -140,26 +140,11 @@ public final class SparkDemo {
     }
     strategy.broadcastFromChief(model.variables());
     CheckpointManager checkpoints = ctx.checkpointManager(out + "ckpt", CheckpointManager.Options.DEFAULTS);
-    float[] gradW = new float[model.weights.length];
-    float[] gradB = new float[model.bias.length];
-    float[] loss = new float[1];
-    int[] order = new int[shard.rows()];
     try (SummaryWriter summaries = ctx.summaryWriter(out + "logs/train")) {
       long start = System.nanoTime();
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
-        shuffle(order, new Random(seed + 31L * epoch + strategy.inputPipelineId()));
-        double epochLoss = 0;
-        for (int step = 0; step < steps; step++) {
-          loss[0] = model.gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
-          strategy.allReduce(List.of(gradW, gradB, loss));
-          for (int i = 0; i < gradW.length; i++) {
-            model.weights[i] -= learningRate * gradW[i];
-          }
-          for (int i = 0; i < gradB.length; i++) {
-            model.bias[i] -= learningRate * gradB[i];
-          }
-          epochLoss += loss[0];
-        }
+        double epochLoss = model.trainEpoch(strategy, shard,
+            new Random(seed + 31L * epoch + strategy.inputPipelineId()), steps, localBatch, learningRate);
         double accuracy = model.accuracy(test);
         Map<String, Tensor> variables = Map.of(
             "weights", Tensor.ofFloats(new long[] {features, classes}, model.weights.clone()),
@@ -167,12 +152,12 @@ public final class SparkDemo {
             "epoch", Tensor.scalar(epoch + 1));
         checkpoints.save(variables);
         backup.onEpochEnd(epoch, () -> variables);
-        summaries.scalar("epoch_loss", epochLoss / steps, epoch + 1);
+        summaries.scalar("epoch_loss", epochLoss, epoch + 1);
         summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
         if (strategy.isChief()) {
           double seconds = (System.nanoTime() - start) / 1e9;
           log.info("epoch {}/{}: loss {} held-out accuracy {} ({} examples/s on {} workers)", epoch + 1, epochs,
-              String.format("%.4f", epochLoss / steps), String.format("%.4f", accuracy),
+              String.format("%.4f", epochLoss), String.format("%.4f", accuracy),
               Math.round((epoch + 1 - firstEpoch) * (double) steps * globalBatch / seconds),
               strategy.numReplicasInSync());
         }
@@ -220,15 +205,4 @@ public final class SparkDemo {
     return spark.createDataFrame(rows, new StructType(fields.toArray(StructField[]::new)));
   }
 
-  private static void shuffle(int[] order, Random random) {
-    for (int i = 0; i < order.length; i++) {
-      order[i] = i;
-    }
-    for (int i = order.length - 1; i > 0; i--) {
-      int j = random.nextInt(i + 1);
-      int t = order[i];
-      order[i] = order[j];
-      order[j] = t;
-    }
-  }
 }
