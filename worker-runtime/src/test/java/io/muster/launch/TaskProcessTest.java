@@ -1,0 +1,107 @@
+package io.muster.launch;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.testing.ChildJvm;
+import io.muster.testing.Eventually;
+import io.muster.testing.Pids;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Real child processes under the guard: output, exit codes, and that nothing outlives its task. */
+class TaskProcessTest {
+
+  private static final Duration LIMIT = Duration.ofSeconds(20);
+
+  @TempDir Path dir;
+
+  private final List<String> lines = new CopyOnWriteArrayList<>();
+  private final TaskProcess.LineSink sink = (stream, line) -> lines.add(stream + " " + line);
+
+  private TaskProcess start(String script, Map<String, String> env, Duration grace) {
+    return TaskProcess.start("worker 0", List.of("sh", "-c", script), env, dir, sink, 5, grace);
+  }
+
+  @Test
+  void everyLineOfBothStreamsReachesTheSinkAndTheExitCodeComesBack() throws Exception {
+    try (TaskProcess p = start("echo out1; echo err1 >&2; echo \"FOO=$FOO\"; printf 'no newline'", Map.of("FOO", "bar"),
+        Duration.ofSeconds(2))) {
+      assertEquals(Optional.of(0), p.waitFor(LIMIT));
+    }
+    assertTrue(lines.containsAll(List.of("STDOUT out1", "STDERR err1", "STDOUT FOO=bar", "STDOUT no newline")),
+        lines.toString());
+    assertEquals(4, lines.size(), lines.toString());
+  }
+
+  @Test
+  void aFailingCommandKeepsTheLastLinesOfItsStderr() throws Exception {
+    try (TaskProcess p = start("i=1; while [ $i -le 50 ]; do echo \"line $i\" >&2; i=$((i+1)); done; exit 3",
+        Map.of(), Duration.ofSeconds(2))) {
+      assertEquals(Optional.of(3), p.waitFor(LIMIT));
+      assertEquals(List.of("line 46", "line 47", "line 48", "line 49", "line 50"), p.stderrTail());
+    }
+    assertEquals(50, lines.size());
+  }
+
+  @Test
+  void aMissingProgramIsAnExitCodeWithTheShellsMessage() throws Exception {
+    try (TaskProcess p = TaskProcess.start("worker 1", List.of("no-such-program-muster"), Map.of(), dir, sink, 5,
+        Duration.ofSeconds(1))) {
+      assertEquals(Optional.of(127), p.waitFor(LIMIT));
+      assertTrue(String.join("\n", p.stderrTail()).contains("no-such-program-muster"), p.stderrTail().toString());
+    }
+  }
+
+  @Test
+  void closeEndsTheCommandAndWhatItStarted() throws Exception {
+    TaskProcess p = start("sleep 600 & echo $! > grandchild; echo $$ > child; wait", Map.of(), Duration.ofSeconds(2));
+    long child = Pids.read(dir.resolve("child"), LIMIT);
+    long grandchild = Pids.read(dir.resolve("grandchild"), LIMIT);
+    assertTrue(Pids.running(child) && Pids.running(grandchild));
+    p.close();
+    Eventually.within(LIMIT, "the command and its sleep ended", () -> !Pids.running(child) && !Pids.running(grandchild));
+    assertTrue(!p.isAlive());
+  }
+
+  @Test
+  void aCommandThatIgnoresSigtermIsKilledAfterTheGracePeriod() throws Exception {
+    TaskProcess p = start("trap '' TERM; echo $$ > child; while true; do sleep 0.2; done", Map.of(),
+        Duration.ofSeconds(1));
+    long child = Pids.read(dir.resolve("child"), LIMIT);
+    long start = System.nanoTime();
+    p.close();
+    Eventually.within(LIMIT, "the command ignoring SIGTERM was killed", () -> !Pids.running(child));
+    Duration took = Duration.ofNanos(System.nanoTime() - start);
+    assertTrue(took.compareTo(Duration.ofMillis(900)) > 0, "it had its grace period first: " + took);
+  }
+
+  @Test
+  void aKilledJvmTakesItsCommandWithIt() throws Exception {
+    try (ChildJvm jvm = ChildJvm.start("launcher", LaunchAndWait.class, List.of(dir.toString()), Map.of(), dir)) {
+      jvm.awaitOutput("launched", LIMIT);
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      assertTrue(Pids.running(child));
+      jvm.process().destroyForcibly().waitFor();
+      Eventually.within(LIMIT, "the command of the SIGKILLed JVM ended", () -> !Pids.running(child));
+    }
+  }
+
+  /** A JVM that launches a long command and waits; the test kills it with SIGKILL. */
+  public static final class LaunchAndWait {
+    public static void main(String[] args) throws Exception {
+      Path dir = Path.of(args[0]);
+      TaskProcess.start("worker 0", List.of("sh", "-c", "echo $$ > child; exec sleep 600"), Map.of(), dir,
+          (stream, line) -> { }, 5, Duration.ofSeconds(2));
+      Pids.read(dir.resolve("child"), LIMIT);
+      System.out.println("launched");
+      Thread.sleep(600_000);
+    }
+  }
+}
