@@ -60,10 +60,13 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     BarrierTaskContext ctx = BarrierTaskContext.get();
     TaskId task = new TaskId("worker", ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
-    String bindHost = host != null ? host : executorHost(ctx);
+    String bindHost = host != null ? host : BarrierTasks.executorHost(ctx);
     Thread worker = Thread.currentThread();
     try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
-        KillWatch watch = new KillWatch(ctx, worker, server)) {
+        KillWatch watch = new KillWatch(ctx, () -> {
+          server.close();
+          worker.interrupt();
+        })) {
       String[] addresses = ctx.allGather(server.address().toString());
       ClusterSpec cluster = ClusterSpec.of(Map.of("worker", List.of(addresses)));
       CoordinationOptions coordination = CoordinationOptions.DEFAULTS
@@ -78,7 +81,8 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
           .coordination(coordination).communication(communication).build()) {
         R result;
         try {
-          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt, gpus(ctx)));
+          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
+              BarrierTasks.assignedGpus(ctx, gpusPerWorker)));
         } catch (Exception e) {
           // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
           strategy.abort(task + " failed: " + e);
@@ -92,54 +96,5 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     } catch (Exception e) {
       throw new IllegalStateException(task + ": the train function failed: " + e.getMessage(), e);
     }
-  }
-
-  /**
-   * Spark kills the other tasks of a failed barrier stage without interrupting their threads
-   * ({@code spark.task.interruptOnCancel} is false by default); a task waiting to join would then
-   * hold its slot until its deadline. This watch interrupts the task and stops its server instead.
-   */
-  private static final class KillWatch implements AutoCloseable {
-    private final java.util.concurrent.ScheduledExecutorService timer;
-
-    KillWatch(BarrierTaskContext ctx, Thread worker, TaskServer server) {
-      timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "muster-kill-watch-" + ctx.partitionId());
-        t.setDaemon(true);
-        return t;
-      });
-      timer.scheduleWithFixedDelay(() -> {
-        if (ctx.isInterrupted()) {
-          server.close();
-          worker.interrupt();
-          timer.shutdown();
-        }
-      }, 200, 200, java.util.concurrent.TimeUnit.MILLISECONDS);
-    }
-
-    @Override
-    public void close() {
-      timer.shutdownNow();
-    }
-  }
-
-  private List<String> gpus(BarrierTaskContext ctx) {
-    if (gpusPerWorker == 0) {
-      return List.of();
-    }
-    org.apache.spark.resource.ResourceInformation gpu = ctx.resourcesJMap().get("gpu");
-    if (gpu == null || gpu.addresses().length < gpusPerWorker) {
-      throw new IllegalStateException("worker " + ctx.partitionId() + " asked for " + gpusPerWorker
-          + " GPU(s) but Spark assigned " + (gpu == null ? "none" : gpu.addresses().length)
-          + "; check spark.task.resource.gpu.amount and the executors' GPU discovery script");
-    }
-    return Gpus.visibleDevices(List.of(gpu.addresses()), System.getenv("CUDA_VISIBLE_DEVICES"));
-  }
-
-  /** The address Spark knows this executor by (BarrierTaskInfo.address is "host" or "host:port"). */
-  private static String executorHost(BarrierTaskContext ctx) {
-    String address = ctx.getTaskInfos()[ctx.partitionId()].address();
-    int colon = address.lastIndexOf(':');
-    return colon > 0 && !address.startsWith("[") && address.indexOf(':') == colon ? address.substring(0, colon) : address;
   }
 }

@@ -8,6 +8,9 @@ import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Optional;
+import java.util.function.Consumer;
+import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.SparkConf;
@@ -16,6 +19,8 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.reflect.ClassTag;
@@ -24,9 +29,11 @@ import scala.reflect.ClassTag$;
 /**
  * Gang-scheduled training from Spark: the data is repartitioned into {@code numWorkers} shards and
  * a barrier stage of {@code numWorkers} tasks runs the train function on them, together, as
- * workers 0..n-1 of one job ({@link TrainContext}); the chief's result is returned.
+ * workers 0..n-1 of one job ({@link TrainContext}); the chief's result is returned. Or each task
+ * runs an external command ({@link #run(Dataset, ExternalCommand)}) with its {@code TF_CONFIG} and
+ * its shard as TFRecord files.
  *
- * <p>{@link Builder#build()} checks every option; {@link #fit} checks the Spark application
+ * <p>{@link Builder#build()} checks every option; {@link #fit} and {@code run} check the Spark application
  * before any task starts (dynamic allocation off, enough task slots for the whole gang at once)
  * and fails with the setting to change instead of letting Spark wait for slots. Each task binds its
  * server before publishing its address (no port race); a fresh job token is made per run. When a
@@ -48,6 +55,7 @@ public final class BarrierTrainer implements Serializable {
   private final String host;
   private final transient CoordinationOptions coordination;
   private final transient CommunicationOptions communication;
+  private final transient Consumer<CommandLine> commandLogs;
 
   private BarrierTrainer(Builder b) {
     this.numWorkers = b.numWorkers;
@@ -56,6 +64,7 @@ public final class BarrierTrainer implements Serializable {
     this.host = b.host;
     this.coordination = b.coordination;
     this.communication = b.communication;
+    this.commandLogs = b.commandLogs;
   }
 
   public static Builder builder() {
@@ -78,15 +87,46 @@ public final class BarrierTrainer implements Serializable {
    *     of {@code numWorkers} tasks
    */
   public <T, R extends Serializable> R fit(JavaRDD<T> data, TrainFunction<T, R> fn) {
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.context());
-    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
+    checkApplication(JavaSparkContext.fromSparkContext(data.context()).getConf(), numWorkers, gpusPerWorker);
     JavaRDD<T> shards = data.repartition(numWorkers);
+    return withRetries(attempt -> runGang(shards, fn, attempt));
+  }
+
+  /**
+   * Runs an external command on every task of the gang, without data (the command reads its own);
+   * see {@link #run(Dataset, ExternalCommand)}.
+   */
+  public Optional<byte[]> run(SparkSession spark, ExternalCommand command) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
+    JavaRDD<Row> none = jsc.parallelize(List.<Row>of(), numWorkers);
+    return withRetries(attempt -> runCommandGang(none, null, command, attempt));
+  }
+
+  /**
+   * Runs an external command on every task of the gang, each with its shard of the DataFrame as
+   * TFRecord files of {@code tf.train.Example} ({@link CommandTask} lists what the command is
+   * told). Its output is streamed to the driver's log (or to {@link Builder#commandLogs}), a failure
+   * carries the last lines of the failed command's stderr, and the chief's result file, if it
+   * leaves one, is returned.
+   *
+   * @throws IllegalArgumentException before any task starts when a column has no tf.train.Feature
+   */
+  public Optional<byte[]> run(Dataset<Row> data, ExternalCommand command) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.sparkSession().sparkContext());
+    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
+    new RowExamples(data.schema()); // refuses unsupported columns here, on the driver
+    JavaRDD<Row> shards = data.javaRDD().repartition(numWorkers);
+    return withRetries(attempt -> runCommandGang(shards, data.schema(), command, attempt));
+  }
+
+  private <R> R withRetries(IntFunction<R> gang) {
     for (int attempt = 0; ; attempt++) {
       try {
-        return runGang(shards, fn, attempt);
+        return gang.apply(attempt);
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
-        // the train function resumes from its BackupAndRestore backup.
+        // the training resumes from its BackupAndRestore backup.
         if (attempt + 1 >= maxAttempts) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
               + ": " + e.getMessage(), e);
@@ -97,11 +137,23 @@ public final class BarrierTrainer implements Serializable {
     }
   }
 
+  private Optional<byte[]> runCommandGang(JavaRDD<Row> shards, StructType schema, ExternalCommand command,
+      int attempt) {
+    JobToken token = newToken();
+    SparkConf conf = shards.context().getConf();
+    String driverHost = conf.get("spark.driver.host", "127.0.0.1");
+    Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
+    try (CommandLogs.Receiver logs = CommandLogs.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
+        driverHost, token, sink)) {
+      CommandTask task = new CommandTask(command, schema, token, host, logs.address(), attempt, gpusPerWorker);
+      ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
+      List<byte[]> chief = new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
+      return chief.stream().findFirst();
+    }
+  }
+
   private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, int attempt) {
-    byte[] secret = new byte[16];
-    new SecureRandom().nextBytes(secret);
-    JobToken token = JobToken.of(HexFormat.of().formatHex(secret));
-    BarrierTask<T, R> task = new BarrierTask<>(fn, token, host, coordination, communication, attempt,
+    BarrierTask<T, R> task = new BarrierTask<>(fn, newToken(), host, coordination, communication, attempt,
         gpusPerWorker);
     @SuppressWarnings("unchecked")
     ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
@@ -111,6 +163,13 @@ public final class BarrierTrainer implements Serializable {
       throw new IllegalStateException("expected one result from the chief, got " + chief.size());
     }
     return chief.get(0);
+  }
+
+  /** A fresh secret per gang run: a task of an earlier attempt cannot join a later one. */
+  private static JobToken newToken() {
+    byte[] secret = new byte[16];
+    new SecureRandom().nextBytes(secret);
+    return JobToken.of(HexFormat.of().formatHex(secret));
   }
 
   /** The pre-flight checks, on the driver, before any task starts. */
@@ -166,8 +225,18 @@ public final class BarrierTrainer implements Serializable {
     private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
         .withShutdownBarrierTimeout(Duration.ofMinutes(1));
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
+    private Consumer<CommandLine> commandLogs;
 
     private Builder() {}
+
+    /**
+     * Where the external commands' lines go on the driver; by default to the log as
+     * {@code [worker 2] text} (logger {@code io.muster.spark.CommandLogs}, INFO).
+     */
+    public Builder commandLogs(Consumer<CommandLine> sink) {
+      this.commandLogs = sink;
+      return this;
+    }
 
     public Builder numWorkers(int n) {
       this.numWorkers = n;

@@ -1,0 +1,218 @@
+package io.muster.spark;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.launch.TaskProcess.Stream;
+import io.muster.testing.Eventually;
+import io.muster.testing.Pids;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Date;
+import java.time.Duration;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import org.apache.spark.SparkFiles;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** External-command mode in Spark local[4], the command a real child JVM ({@link ShardCheck}). */
+class ExternalCommandTest {
+
+  private static final Duration LIMIT = Duration.ofSeconds(30);
+  private static SparkSession spark;
+
+  @TempDir Path dir;
+  private final List<CommandLine> lines = new CopyOnWriteArrayList<>();
+
+  @BeforeAll
+  static void start() {
+    spark = SparkSession.builder().master("local[4]").appName("muster-command-test")
+        .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate();
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  private static ExternalCommand shardCheck(String... args) {
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
+        ShardCheck.class.getName()));
+    command.addAll(List.of(args));
+    return ExternalCommand.of(command);
+  }
+
+  private BarrierTrainer trainer(int workers, int attempts) {
+    return BarrierTrainer.builder().numWorkers(workers).maxAttempts(attempts).commandLogs(lines::add).build();
+  }
+
+  private List<String> texts(String prefix) {
+    return lines.stream().map(CommandLine::text).filter(t -> t.startsWith(prefix)).map(t -> t.substring(prefix.length()))
+        .collect(Collectors.toList());
+  }
+
+  private static final StructType SCHEMA = new StructType()
+      .add("id", DataTypes.LongType, false).add("label", DataTypes.IntegerType, false)
+      .add("x", DataTypes.DoubleType, false).add("name", DataTypes.StringType, true)
+      .add("flag", DataTypes.BooleanType, false).add("vec", DataTypes.createArrayType(DataTypes.FloatType), false)
+      .add("bin", DataTypes.BinaryType, false).add("day", DataTypes.DateType, false);
+
+  private static Dataset<Row> rows(int n) {
+    List<Row> rows = IntStream.range(0, n).mapToObj(i -> RowFactory.create((long) i, i % 3, i * 0.1,
+        i % 7 == 0 ? null : "n" + i + "ñ", i % 2 == 0, floats(i), ("b" + i).getBytes(StandardCharsets.UTF_8),
+        Date.valueOf(LocalDate.ofEpochDay(19000 + i)))).toList();
+    return spark.createDataFrame(rows, SCHEMA);
+  }
+
+  private static List<Float> floats(int i) {
+    return IntStream.range(0, i % 3).mapToObj(k -> i + k / 2f).toList();
+  }
+
+  /** What ShardCheck prints for row i, computed here from the values the DataFrame was made of. */
+  private static String expected(int i) {
+    return "id=" + i + " label=" + (i % 3) + " x=" + (float) (i * 0.1) + " name=" + (i % 7 == 0 ? "-" : "n" + i + "ñ")
+        + " flag=" + (i % 2 == 0 ? 1 : 0) + " vec=" + floats(i) + " bin=b" + i + " day=" + (19000 + i);
+  }
+
+  @Test
+  void everyTaskGetsItsTfConfigAndItsShardAsTfExamplesAndTheChiefsResultComesBack() throws Exception {
+    Optional<byte[]> result = trainer(4, 1).run(rows(100), shardCheck("check"));
+
+    assertArrayEquals("chief of attempt 0".getBytes(StandardCharsets.UTF_8), result.orElseThrow());
+    List<String> seen = texts("row ");
+    List<String> want = IntStream.range(0, 100).mapToObj(ExternalCommandTest::expected).toList();
+    assertEquals(want.stream().sorted().toList(), seen.stream().sorted().toList(), "every row once, every value kept");
+    assertEquals(100, texts("shard rows ").stream().mapToInt(Integer::parseInt).sum());
+
+    List<CommandLine> configs = lines.stream().filter(l -> l.text().startsWith("tf_config ")).toList();
+    assertEquals(4, configs.size(), lines.toString());
+    ClusterSpec cluster = TfConfig.parse(configs.get(0).text().substring("tf_config ".length())).cluster();
+    assertEquals(4, cluster.numTasks("worker"));
+    for (CommandLine line : configs) {
+      TfConfig config = TfConfig.parse(line.text().substring("tf_config ".length()));
+      assertEquals(cluster, config.cluster(), "the same cluster on every task");
+      assertEquals(line.task(), config.requireTask().toString(), "each line is prefixed with its own task");
+      assertTrue(cluster.taskAddress(config.requireTask()).startsWith("127.0.0.1:"));
+    }
+    for (int i = 0; i < 4; i++) {
+      assertTrue(lines.contains(new CommandLine("worker " + i, Stream.STDOUT,
+          "cuda [] attempt 0 chief " + (i == 0) + " of 4")), lines.toString());
+      assertTrue(lines.contains(new CommandLine("worker " + i, Stream.STDERR, "a line on stderr from worker " + i)));
+    }
+    try (var left = Files.list(Path.of(SparkFiles.getRootDirectory()))) {
+      assertEquals(List.of(), left.filter(p -> p.getFileName().toString().startsWith("muster-worker-")).toList(),
+          "the tasks' work directories are deleted");
+    }
+  }
+
+  @Test
+  void emptyPartitionsGiveEmptyShardsAndARunWithoutDataGivesNone() {
+    Optional<byte[]> result = trainer(4, 1).run(rows(2), shardCheck("check"));
+    assertTrue(result.isPresent());
+    List<String> counts = texts("shard rows ");
+    assertEquals(4, counts.size(), lines.toString());
+    assertEquals(2, counts.stream().mapToInt(Integer::parseInt).sum());
+    assertTrue(counts.stream().filter("0"::equals).count() >= 2, counts.toString());
+
+    lines.clear();
+    trainer(3, 1).run(spark, shardCheck("check"));
+    assertEquals(List.of("", "", ""), texts("no data"), lines.toString());
+  }
+
+  @Test
+  void aFailingCommandFailsTheGangWithItsStderrTailAndEndsTheOtherCommands() throws Exception {
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> trainer(4, 1).run(rows(20), shardCheck("fail-worker-1", dir.toString())));
+    String message = e.getMessage();
+    assertTrue(message.startsWith("training failed on attempt 1 of 1: "), message);
+    assertTrue(message.contains("worker 1: `") && message.contains("` exited with code 3; the last 30 lines of its "
+        + "stderr:\n  boom line 11\n"), message);
+    assertTrue(message.contains("\n  boom line 40"), message);
+    for (int i : new int[] {0, 2, 3}) {
+      long pid = Pids.read(dir.resolve("pid-0-" + i), LIMIT);
+      Eventually.within(LIMIT, "worker " + i + "'s command (pid " + pid + ") ended", () -> !Pids.running(pid));
+    }
+  }
+
+  @Test
+  void aCancelledJobLeavesNoCommandBehind() throws Exception {
+    Thread canceller = new Thread(() -> {
+      try {
+        for (int i = 0; i < 3; i++) {
+          Pids.read(dir.resolve("pid-0-" + i), LIMIT);
+        }
+      } catch (Exception ignored) {
+        // the assertions below report it
+      }
+      spark.sparkContext().cancelAllJobs();
+    });
+    canceller.start();
+    assertThrows(IllegalStateException.class, () -> trainer(3, 1).run(spark, shardCheck("sleep", dir.toString())));
+    canceller.join();
+    for (int i = 0; i < 3; i++) {
+      long pid = Pids.read(dir.resolve("pid-0-" + i), LIMIT);
+      Eventually.within(LIMIT, "worker " + i + "'s command (pid " + pid + ") ended", () -> !Pids.running(pid));
+    }
+  }
+
+  @Test
+  void aFailedAttemptIsRunAgainWithTheAttemptNumber() throws Exception {
+    Optional<byte[]> result = trainer(3, 2).run(rows(30), shardCheck("fail-once", dir.toString()));
+    assertEquals("chief of attempt 1", new String(result.orElseThrow(), StandardCharsets.UTF_8));
+    assertEquals(30, texts("shard rows ").stream().mapToInt(Integer::parseInt).sum(), "only attempt 1 read its data");
+    assertTrue(lines.contains(new CommandLine("worker 1", Stream.STDERR, "boom line 40")));
+    for (int i : new int[] {0, 2}) {
+      long pid = Pids.read(dir.resolve("pid-0-" + i), LIMIT);
+      assertFalse(Pids.running(pid), "attempt 0's worker " + i + " no longer runs");
+    }
+  }
+
+  @Test
+  void theEnvironmentNamesTheTaskItsGpusAndItsFiles() {
+    TfConfig config = TfConfig.of(ClusterSpec.of(Map.of("worker", List.of("h:1", "h:2"))), new TaskId("worker", 1));
+    Map<String, String> env = CommandTask.environment(config, 2, Gpus.visibleDevices(List.of("2", "0"), "4,5,6,7"),
+        Path.of("/w"), "hdfs://nn/out", "secret");
+    assertEquals("{\"cluster\": {\"worker\": [\"h:1\", \"h:2\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
+        env.get("TF_CONFIG"));
+    assertEquals("6,4", env.get("CUDA_VISIBLE_DEVICES"));
+    assertEquals(Map.of("MUSTER_TASK_TYPE", "worker", "MUSTER_TASK_INDEX", "1", "MUSTER_NUM_WORKERS", "2",
+        "MUSTER_IS_CHIEF", "false", "MUSTER_ATTEMPT", "2", "MUSTER_WORK_DIR", "/w", "MUSTER_RESULT_FILE", "/w/result",
+        "MUSTER_OUTPUT_DIR", "hdfs://nn/out", "MUSTER_JOB_TOKEN", "secret"),
+        env.entrySet().stream().filter(en -> en.getKey().startsWith("MUSTER_"))
+            .collect(Collectors.toMap(Map.Entry::getKey, Map.Entry::getValue)));
+    assertEquals("", CommandTask.environment(config, 0, List.of(), Path.of("/w"), null, "s").get("CUDA_VISIBLE_DEVICES"),
+        "a task without GPUs sees none, not every GPU of the machine");
+    IllegalArgumentException reserved = assertThrows(IllegalArgumentException.class,
+        () -> ExternalCommand.of("x").withEnvironment(Map.of("TF_CONFIG", "{}")));
+    assertEquals("the environment variable TF_CONFIG is set by Muster for each task; leave it out of withEnvironment",
+        reserved.getMessage());
+    IllegalArgumentException map = assertThrows(IllegalArgumentException.class, () -> trainer(2, 1).run(
+        spark.sql("select map('a', 1) as m"), ExternalCommand.of("x")));
+    assertEquals("column 'm' has type map<string,int>, which has no tf.train.Feature; select it away or flatten it "
+        + "into numeric, string, binary or array columns before training", map.getMessage());
+  }
+}
