@@ -36,42 +36,73 @@ import org.slf4j.LoggerFactory;
  * {@code <out>/backup} lets a re-run gang resume.
  *
  * <p>Arguments: {@code [--data FILE.csv|FILE.parquet] [--out ./muster-out] [--workers 4]
- * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7]}; without {@code --data}
- * the rows are generated.
+ * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K]};
+ * without {@code --data} the rows are generated. {@code --crash-once-at-epoch K} makes worker 1
+ * throw during epoch K of the first run, to watch the gang re-run and resume from the backup.
  */
 public final class SparkDemo {
 
   private static final Logger log = LoggerFactory.getLogger(SparkDemo.class);
 
   /** The trained model and where the outputs are. */
-  public record Result(double accuracy, long heldOutRows, String checkpoint, String logs) {}
+  public record Result(double accuracy, long heldOutRows, String checkpoint, String logs, int attempts,
+      int resumedAtEpoch) {}
 
-  /** What the chief hands back: the final weights. */
-  record Weights(float[] weights, float[] bias) implements Serializable {}
+  /** What the chief hands back: the final weights, and which run of the gang trained from which epoch. */
+  record Weights(float[] weights, float[] bias, int attempt, int resumedAtEpoch) implements Serializable {}
 
   private SparkDemo() {}
 
+  /** The job's settings, from {@code --name value} arguments. */
+  public record Options(String data, String out, int workers, int epochs, int globalBatch, float learningRate,
+      long seed, int crashOnceAtEpoch) implements Serializable {
+
+    public static Options parse(String... args) {
+      Map<String, String> o = Args.parse(args, Map.of("--data", "", "--out", "muster-out", "--workers", "4",
+          "--epochs", "10", "--global-batch", "64", "--learning-rate", "0.2", "--seed", "7",
+          "--crash-once-at-epoch", "0"));
+      int epochs = Args.positiveInt(o, "--epochs");
+      int crash = o.get("--crash-once-at-epoch").equals("0") ? 0 : Args.positiveInt(o, "--crash-once-at-epoch");
+      if (crash > epochs) {
+        throw new IllegalArgumentException("--crash-once-at-epoch must be between 1 and --epochs " + epochs
+            + " (0: no crash), was " + crash);
+      }
+      return new Options(o.get("--data"), o.get("--out"), Args.positiveInt(o, "--workers"), epochs,
+          Args.positiveInt(o, "--global-batch"), Float.parseFloat(o.get("--learning-rate")),
+          Long.parseLong(o.get("--seed")), crash);
+    }
+  }
+
   public static void main(String[] args) throws Exception {
-    Map<String, String> o = Args.parse(args, Map.of("--data", "", "--out", "muster-out", "--workers", "4",
-        "--epochs", "10", "--global-batch", "64", "--learning-rate", "0.2", "--seed", "7"));
-    int workers = Args.positiveInt(o, "--workers");
+    Options options = Options.parse(args);
     SparkSession.Builder builder = SparkSession.builder().appName("muster-demo");
     if (System.getProperty("spark.master") == null) {
       // not under spark-submit: run locally, one core per worker
-      builder.master("local[" + workers + "]").config("spark.ui.enabled", "false")
+      builder.master("local[" + options.workers() + "]").config("spark.ui.enabled", "false")
           .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
     }
     try (SparkSession spark = builder.getOrCreate()) {
-      Result r = run(spark, o.get("--data"), o.get("--out"), workers, Args.positiveInt(o, "--epochs"),
-          Args.positiveInt(o, "--global-batch"), Float.parseFloat(o.get("--learning-rate")),
-          Long.parseLong(o.get("--seed")));
+      Result r = run(spark, options);
+      if (r.attempts() > 1) {
+        System.out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%n", r.attempts(),
+            r.resumedAtEpoch() + 1);
+      }
       System.out.printf("held-out accuracy %.4f on %d rows; checkpoints in %s, TensorBoard logs in %s%n",
           r.accuracy(), r.heldOutRows(), r.checkpoint(), r.logs());
     }
   }
 
-  public static Result run(SparkSession spark, String data, String out, int workers, int epochs, int globalBatch,
-      float learningRate, long seed) {
+  /** An absolute URI with a trailing slash: a Hadoop URI as given, a local path made absolute. */
+  static String outputUri(String out) {
+    String uri = out.matches("[a-zA-Z][a-zA-Z0-9+.-]*:.*") ? out : Path.of(out).toAbsolutePath().toUri().toString();
+    return uri.endsWith("/") ? uri : uri + "/";
+  }
+
+  public static Result run(SparkSession spark, Options options) {
+    String data = options.data();
+    int workers = options.workers();
+    int globalBatch = options.globalBatch();
+    long seed = options.seed();
     if (globalBatch % workers != 0) {
       throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of --workers " + workers);
     }
@@ -99,15 +130,15 @@ public final class SparkDemo {
     String[] ordered = Arrays.copyOf(features, features.length + 1);
     ordered[features.length] = "label"; // rows reach the tasks as features..., label
     SyntheticBlobs test = toArrays(split[1].select(column(ordered)).collectAsList(), features.length, mean, scale, classes);
-    String outDir = Path.of(out).toAbsolutePath().toUri().toString().replaceAll("/?$", "/");
+    String outDir = outputUri(options.out());
 
     Weights weights = BarrierTrainer.builder().numWorkers(workers).maxAttempts(2).build().fit(
-        train.select(column(ordered)), ctx -> train(ctx, features.length, classes, mean, scale, test, outDir, epochs,
-            globalBatch, learningRate, seed));
+        train.select(column(ordered)), ctx -> train(ctx, features.length, classes, mean, scale, test, outDir, options));
     SoftmaxModel model = new SoftmaxModel(features.length, classes);
     System.arraycopy(weights.weights(), 0, model.weights, 0, model.weights.length);
     System.arraycopy(weights.bias(), 0, model.bias, 0, model.bias.length);
-    return new Result(model.accuracy(test), test.rows(), outDir + "ckpt", outDir + "logs");
+    return new Result(model.accuracy(test), test.rows(), outDir + "ckpt", outDir + "logs", weights.attempt() + 1,
+        weights.resumedAtEpoch());
   }
 
   private static Column[] column(String[] names) {
@@ -115,7 +146,9 @@ public final class SparkDemo {
   }
 
   private static Weights train(TrainContext<Row> ctx, int features, int classes, float[] mean, float[] scale,
-      SyntheticBlobs test, String out, int epochs, int globalBatch, float learningRate, long seed) throws Exception {
+      SyntheticBlobs test, String out, Options options) throws Exception {
+    int epochs = options.epochs();
+    int globalBatch = options.globalBatch();
     MultiWorkerMirroredStrategy strategy = ctx.strategy();
     List<Row> rows = new ArrayList<>();
     ctx.rows().forEachRemaining(rows::add);
@@ -143,8 +176,17 @@ public final class SparkDemo {
     try (SummaryWriter summaries = ctx.summaryWriter(out + "logs/train")) {
       long start = System.nanoTime();
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
+        if (ctx.attempt() == 0 && epoch + 1 == options.crashOnceAtEpoch()) {
+          // Everyone meets first, so the crash comes after the previous epoch's backup is complete.
+          strategy.barrier("crash-once-at-epoch");
+          if (ctx.task().index() == 1 % strategy.numReplicasInSync()) {
+            throw new IllegalStateException("--crash-once-at-epoch " + options.crashOnceAtEpoch() + ": "
+                + ctx.task() + " crashes in epoch " + (epoch + 1) + " of the first run, as asked");
+          }
+        }
         double epochLoss = model.trainEpoch(strategy, shard,
-            new Random(seed + 31L * epoch + strategy.inputPipelineId()), steps, localBatch, learningRate);
+            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), steps, localBatch,
+            options.learningRate());
         double accuracy = model.accuracy(test);
         Map<String, Tensor> variables = Map.of(
             "weights", Tensor.ofFloats(new long[] {features, classes}, model.weights.clone()),
@@ -164,7 +206,7 @@ public final class SparkDemo {
       }
     }
     backup.onTrainEnd();
-    return new Weights(model.weights, model.bias);
+    return new Weights(model.weights, model.bias, ctx.attempt(), firstEpoch);
   }
 
   private static SyntheticBlobs toArrays(List<Row> rows, int features, float[] mean, float[] scale, int classes) {
