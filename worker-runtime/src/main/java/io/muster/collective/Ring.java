@@ -228,7 +228,7 @@ final class Ring implements AutoCloseable {
     try {
       writeFrame(DATA, seq, step, payload);
     } catch (IOException e) {
-      throw fail("sending to " + nextTask + " failed: " + e.getMessage(), e);
+      throw fail("sending to " + nextTask + " failed: " + cause(e), e);
     } finally {
       writeLock.unlock();
     }
@@ -273,7 +273,7 @@ final class Ring implements AutoCloseable {
     } catch (InterruptedException e) {
       // closing
     } catch (IOException e) {
-      fail("sending to " + nextTask + " failed: " + e.getMessage(), e);
+      fail("sending to " + nextTask + " failed: " + cause(e), e);
     }
   }
 
@@ -323,8 +323,16 @@ final class Ring implements AutoCloseable {
         read(into);
       }
     } catch (IOException e) {
-      throw fail(failure.get() != null ? failure.get() : "receiving from " + prevTask + " failed: " + e.getMessage(), e);
+      throw fail(failure.get() != null ? failure.get() : "receiving from " + prevTask + " failed: " + cause(e), e);
     }
+  }
+
+  /** What went wrong, in words; an interrupt means this task itself was stopped, not its peer. */
+  private String cause(IOException e) {
+    if (e instanceof java.nio.channels.ClosedByInterruptException) {
+      return "this task's thread was interrupted (the task was killed or cancelled)";
+    }
+    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
   }
 
   private void read(ByteBuffer... buffers) throws IOException {
