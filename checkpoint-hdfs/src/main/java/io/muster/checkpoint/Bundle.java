@@ -18,6 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.Consumer;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -86,10 +87,7 @@ public final class Bundle {
     }
   }
 
-  /**
-   * Writes the index and then the data under temporary names. The small index goes first: on a
-   * busy disk a small write right after a large one waits for the large one's writeback.
-   */
+  /** Writes the index and the data under temporary names, at once ({@link Writers} says why). */
   static Pending prepare(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
     TreeMap<byte[], byte[]> index = new TreeMap<>(Table.KEY_ORDER);
     index.put(new byte[0], HEADER);
@@ -118,17 +116,23 @@ public final class Bundle {
     Path data = dataFile(prefix, 0, 1);
     Path indexFile = indexFile(prefix);
     Pending pending = new Pending(fs, data, temporary(data), indexFile, temporary(indexFile));
-    try {
+    byte[] table = Table.write(index);
+    Future<Void> indexWrite = Writers.start(() -> {
       try (FSDataOutputStream out = fs.create(pending.indexTemp, true)) {
-        out.write(Table.write(index));
+        out.write(table);
       }
+      return null;
+    });
+    try {
       try (FSDataOutputStream out = fs.create(pending.dataTemp, true)) {
         for (byte[] payload : payloads) {
           out.write(payload);
         }
       }
+      Writers.await(indexWrite);
       return pending;
     } catch (IOException | RuntimeException e) {
+      Writers.awaitQuietly(indexWrite);
       pending.abort();
       throw e;
     }

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.UUID;
+import java.util.concurrent.Future;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -193,22 +194,27 @@ public final class CheckpointManager {
         doomed.add(oldest.name());
       }
     }
-    // Every byte is written under temporary names first; then renames make the checkpoint, then
-    // the state naming it, visible; only then are the checkpoints it no longer names deleted.
-    Path stateTemp = null;
+    // Every byte is written under temporary names first (state, index and data at once); then
+    // renames make the checkpoint, then the state naming it, visible; only then are the
+    // checkpoints it no longer names deleted.
+    Path stateTemp;
+    Future<Path> stateWrite = null;
     try {
       fs.mkdirs(directory);
-      stateTemp = writeStateTemp(next, preserved);
+      double keptSince = preserved;
+      stateWrite = Writers.start(() -> writeStateTemp(next, keptSince));
       Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors);
       try {
+        stateTemp = Writers.await(stateWrite);
         pending.commit(progress);
       } catch (IOException | RuntimeException e) {
         pending.abort();
         throw e;
       }
     } catch (IOException | RuntimeException e) {
-      if (stateTemp != null) {
-        fs.delete(stateTemp, false);
+      Path written = stateWrite == null ? null : Writers.awaitQuietly(stateWrite);
+      if (written != null) {
+        fs.delete(written, false);
       }
       if (managed.stream().noneMatch(m -> m.name().equals(name))) {
         deleteCheckpointFiles(name); // a data file renamed before the index failed

@@ -1,9 +1,9 @@
 package io.muster.checkpoint;
 
 /**
- * The points of a save at which a crash must leave a complete checkpoint readable, in the order
- * they happen: the new state file is written under a temporary name, then the checkpoint's files
- * (also under temporary names), then renames make data, index and state visible.
+ * The points of a save at which a crash must leave a complete checkpoint readable: the new state
+ * file is written under a temporary name (while the checkpoint's files are written under
+ * temporary names too), then renames make data, index and state visible, in this order.
  */
 enum SaveStep {
   STATE_TEMP_WRITTEN,

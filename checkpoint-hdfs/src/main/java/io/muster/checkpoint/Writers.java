@@ -1,0 +1,61 @@
+package io.muster.checkpoint;
+
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * Threads that write a save's small files (index, state) while the caller writes the data file.
+ * On HDFS every file's close waits for the namenode to complete it, which polls with a 400 ms
+ * initial back-off when the datanode's block report is late; files written one after another pay
+ * it one after another, files written at once pay it once.
+ */
+final class Writers {
+  private Writers() {}
+
+  @FunctionalInterface
+  interface Write<T> {
+    T run() throws IOException;
+  }
+
+  private static final ExecutorService POOL = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "muster-checkpoint-writer");
+    t.setDaemon(true);
+    return t;
+  });
+
+  static <T> Future<T> start(Write<T> write) {
+    return POOL.submit(write::run);
+  }
+
+  /** The write's result, or its exception as thrown. */
+  static <T> T await(Future<T> write) throws IOException {
+    try {
+      return write.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted while waiting for a checkpoint file to be written");
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException io) {
+        throw io;
+      }
+      if (cause instanceof RuntimeException re) {
+        throw re;
+      }
+      throw (Error) cause;
+    }
+  }
+
+  /** Waits for the write to end, for cleaning up after another failure; null when it failed too. */
+  static <T> T awaitQuietly(Future<T> write) {
+    try {
+      return await(write);
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+}
