@@ -24,7 +24,8 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * {@code FileSystem.create}/{@code open} stream in the same run. Each model is split into 8 MiB
  * float32 tensors; each figure is the median of 4 rounds after one warm-up round, the
  * checkpoint written first in every other round. A second read baseline reads the same stream into
- * a new array per tensor, which is what any restore returning tensors has to do.
+ * a new array per tensor, which is what any restore returning tensors has to do; restore-into
+ * restores into arrays the process already has, as TensorFlow restores into existing variables.
  */
 final class CheckpointBench {
   private static final int TENSOR_BYTES = 8 << 20;
@@ -58,6 +59,7 @@ final class CheckpointBench {
 
   private static void measure(FileSystem fs, int mib) throws IOException {
     Map<String, Tensor> model = new LinkedHashMap<>();
+    Map<String, float[]> variables = new LinkedHashMap<>(); // the training process's own arrays
     Random random = new Random(mib);
     long bytes = (long) mib << 20;
     for (int i = 0; (long) i * TENSOR_BYTES < bytes; i++) {
@@ -66,12 +68,14 @@ final class CheckpointBench {
         values[j] = random.nextFloat();
       }
       model.put("layer" + i + "/kernel", Tensor.ofFloats(new long[] {values.length}, values));
+      variables.put("layer" + i + "/kernel", new float[values.length]);
     }
     List<Double> plainWrite = new ArrayList<>();
     List<Double> saveWrite = new ArrayList<>();
     List<Double> plainRead = new ArrayList<>();
     List<Double> freshRead = new ArrayList<>();
     List<Double> restore = new ArrayList<>();
+    List<Double> restoreInto = new ArrayList<>();
     for (int round = -1; round < 4; round++) { // round -1 warms up the JIT and the HDFS pipeline
       Path dir = new Path("/bench-" + mib + "-" + round);
       Path plain = new Path(dir, "plain.bin");
@@ -117,6 +121,10 @@ final class CheckpointBench {
       if (back.size() != model.size()) {
         throw new IllegalStateException("restored " + back.size() + " of " + model.size() + " tensors");
       }
+      back = null;
+      t0 = System.nanoTime();
+      manager.restoreInto(saved, variables);
+      record(restoreInto, round, t0);
       fs.delete(dir, true);
     }
     double mb = bytes / 1e6;
@@ -129,6 +137,8 @@ final class CheckpointBench {
     line.put("restore_mb_s", round(mb / median(restore)));
     line.put("plain_read_mb_s", round(mb / median(plainRead)));
     line.put("restore_ratio", round(median(plainRead) / median(restore)));
+    line.put("restore_into_mb_s", round(mb / median(restoreInto)));
+    line.put("restore_into_ratio", round(median(plainRead) / median(restoreInto)));
     line.put("fresh_read_mb_s", round(mb / median(freshRead)));
     line.put("restore_to_fresh_read_ratio", round(median(freshRead) / median(restore)));
     System.out.println(Json.write(line));

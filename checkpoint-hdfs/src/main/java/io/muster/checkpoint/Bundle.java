@@ -87,7 +87,7 @@ public final class Bundle {
     }
   }
 
-  /** Writes the index and the data under temporary names, at once ({@link Writers} says why). */
+  /** Writes the index and the data under temporary names, at once ({@link IoThreads} says why). */
   static Pending prepare(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
     TreeMap<byte[], byte[]> index = new TreeMap<>(Table.KEY_ORDER);
     index.put(new byte[0], HEADER);
@@ -117,7 +117,7 @@ public final class Bundle {
     Path indexFile = indexFile(prefix);
     Pending pending = new Pending(fs, data, temporary(data), indexFile, temporary(indexFile));
     byte[] table = Table.write(index);
-    Future<Void> indexWrite = Writers.start(() -> {
+    Future<Void> indexWrite = IoThreads.start(() -> {
       try (FSDataOutputStream out = fs.create(pending.indexTemp, true)) {
         out.write(table);
       }
@@ -129,14 +129,17 @@ public final class Bundle {
           out.write(payload);
         }
       }
-      Writers.await(indexWrite);
+      IoThreads.await(indexWrite);
       return pending;
     } catch (IOException | RuntimeException e) {
-      Writers.awaitQuietly(indexWrite);
+      IoThreads.awaitQuietly(indexWrite);
       pending.abort();
       throw e;
     }
   }
+
+  /** From this size on, {@link Reader#readAll} reads with two streams. */
+  static final long PARALLEL_READ_BYTES = 32L << 20;
 
   /** Chunk size for checking a CRC while the bytes just read are still in the cache. */
   private static final int CHUNK = 1 << 20;
@@ -228,15 +231,7 @@ public final class Bundle {
       byte[] bytes = new byte[Math.toIntExact(entry.getSize())];
       int crc;
       try {
-        FSDataInputStream in = streams.get(entry.getShardId());
-        if (in == null) {
-          in = fs.open(file);
-          streams.put(entry.getShardId(), in);
-        }
-        if (in.getPos() != entry.getOffset()) {
-          in.seek(entry.getOffset());
-        }
-        crc = readWithCrc(in, bytes);
+        crc = readWithCrc(stream(entry, streams), bytes);
       } catch (java.io.EOFException e) {
         throw new IOException(file + " ends before the " + bytes.length + " bytes of " + name + " at offset "
             + entry.getOffset() + ": the checkpoint is incomplete or corrupt", e);
@@ -256,24 +251,152 @@ public final class Bundle {
      * (sequential reads are several times faster than positioned ones on HDFS).
      */
     public Map<String, Tensor> readAll() throws IOException {
+      Map<String, Tensor> byName = new java.util.concurrent.ConcurrentHashMap<>();
+      inTwoHalves(new ArrayList<>(entries.keySet()), (name, streams) -> byName.put(name, read(name, streams)));
+      Map<String, Tensor> all = new LinkedHashMap<>();
+      entries.keySet().forEach(name -> all.put(name, byName.get(name)));
+      return all;
+    }
+
+    /**
+     * Reads each named tensor into the caller's array ({@code float[]}, {@code double[]},
+     * {@code int[]} or {@code long[]}, matching the tensor's dtype and element count), as
+     * TensorFlow restores into existing variables: no new memory per restore, the CRC checked on
+     * the way.
+     *
+     * @throws IOException naming the tensor when it is missing, of another dtype or size, or corrupt
+     */
+    public void readInto(Map<String, ?> arrays) throws IOException {
+      for (Map.Entry<String, ?> e : arrays.entrySet()) {
+        BundleEntryProto entry = entries.get(e.getKey());
+        if (entry == null) {
+          throw new IOException("Key " + e.getKey() + " not found in checkpoint " + prefix);
+        }
+        Object array = e.getValue();
+        DataType wanted = array instanceof float[] ? DataType.DT_FLOAT : array instanceof double[] ? DataType.DT_DOUBLE
+            : array instanceof int[] ? DataType.DT_INT32 : array instanceof long[] ? DataType.DT_INT64 : null;
+        if (wanted == null) {
+          throw new IllegalArgumentException(e.getKey() + ": cannot restore into a " + array.getClass().getSimpleName()
+              + "; give a float[], double[], int[] or long[]");
+        }
+        long elements = java.lang.reflect.Array.getLength(e.getValue());
+        if (entry.getDtype() != wanted || entry.getSize() != elements * Tensor.elementSize(wanted)) {
+          throw new IOException(prefix + ": " + e.getKey() + " is " + Tensor.dtypeName(entry.getDtype()) + " of "
+              + entry.getSize() + " bytes, but the array to restore it into holds " + elements + " "
+              + Tensor.dtypeName(wanted) + " values");
+        }
+      }
+      inTwoHalves(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
+    }
+
+    /** This thread's stream on the entry's data file, at the entry's offset. */
+    private FSDataInputStream stream(BundleEntryProto entry, Map<Integer, FSDataInputStream> streams)
+        throws IOException {
+      FSDataInputStream in = streams.get(entry.getShardId());
+      if (in == null) {
+        in = fs.open(dataFile(prefix, entry.getShardId(), shards));
+        streams.put(entry.getShardId(), in);
+      }
+      if (in.getPos() != entry.getOffset()) {
+        in.seek(entry.getOffset());
+      }
+      return in;
+    }
+
+    /** What is done with each tensor, given the streams of the thread doing it. */
+    private interface PerTensor {
+      void read(String name, Map<Integer, FSDataInputStream> streams) throws IOException;
+    }
+
+    /**
+     * Reads the tensors in file order; a large read is split into two halves, each read front to
+     * back by its own stream, since one stream cannot keep both the network (or disk) and the
+     * copying into memory busy.
+     */
+    private void inTwoHalves(List<String> names, PerTensor each) throws IOException {
+      names.sort(java.util.Comparator.comparingInt((String n) -> entries.get(n).getShardId())
+          .thenComparingLong(n -> entries.get(n).getOffset()));
+      long total = names.stream().mapToLong(n -> entries.get(n).getSize()).sum();
+      if (total < PARALLEL_READ_BYTES || names.size() < 2) {
+        inOrder(names, each);
+        return;
+      }
+      int split = 0;
+      for (long half = 0; split < names.size() - 1 && half < total / 2; split++) {
+        half += entries.get(names.get(split)).getSize();
+      }
+      List<String> second = names.subList(split, names.size());
+      Future<Void> secondHalf = IoThreads.start(() -> {
+        inOrder(second, each);
+        return null;
+      });
+      try {
+        inOrder(names.subList(0, split), each);
+      } catch (IOException | RuntimeException e) {
+        IoThreads.awaitQuietly(secondHalf);
+        throw e;
+      }
+      IoThreads.await(secondHalf);
+    }
+
+    private void inOrder(List<String> names, PerTensor each) throws IOException {
       Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();
       try {
-        Map<String, Tensor> byOffset = new java.util.HashMap<>();
-        List<String> inFileOrder = new ArrayList<>(entries.keySet());
-        inFileOrder.sort(java.util.Comparator.comparingInt((String n) -> entries.get(n).getShardId())
-            .thenComparingLong(n -> entries.get(n).getOffset()));
-        for (String name : inFileOrder) {
-          byOffset.put(name, read(name, streams));
+        for (String name : names) {
+          each.read(name, streams);
         }
-        Map<String, Tensor> all = new LinkedHashMap<>();
-        entries.keySet().forEach(name -> all.put(name, byOffset.get(name)));
-        return all;
       } finally {
         for (FSDataInputStream in : streams.values()) {
           in.close();
         }
       }
     }
+
+    /** Streams a tensor through a small buffer into its array, checking the CRC on the way. */
+    private final class ChunkedCopy implements PerTensor {
+      private final Map<String, ?> arrays;
+      private final ThreadLocal<byte[]> chunks = ThreadLocal.withInitial(() -> new byte[CHUNK]);
+
+      ChunkedCopy(Map<String, ?> arrays) {
+        this.arrays = arrays;
+      }
+
+      @Override
+      public void read(String name, Map<Integer, FSDataInputStream> streams) throws IOException {
+        BundleEntryProto entry = entries.get(name);
+        FSDataInputStream in = stream(entry, streams);
+        Object array = arrays.get(name);
+        byte[] chunk = chunks.get();
+        ByteBuffer bytes = ByteBuffer.wrap(chunk).order(ByteOrder.LITTLE_ENDIAN);
+        java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        int element = Tensor.elementSize(entry.getDtype());
+        int at = 0;
+        for (long left = entry.getSize(); left > 0; ) {
+          int len = (int) Math.min(chunk.length, left);
+          in.readFully(chunk, 0, len);
+          crc.update(chunk, 0, len);
+          bytes.clear().limit(len);
+          int n = len / element;
+          if (array instanceof float[] a) {
+            bytes.asFloatBuffer().get(a, at, n);
+          } else if (array instanceof double[] a) {
+            bytes.asDoubleBuffer().get(a, at, n);
+          } else if (array instanceof int[] a) {
+            bytes.asIntBuffer().get(a, at, n);
+          } else {
+            bytes.asLongBuffer().get((long[]) array, at, n);
+          }
+          at += n;
+          left -= len;
+        }
+        if ((int) crc.getValue() != Crc32c.unmask(entry.getCrc32C())) {
+          throw new IOException("Checksum does not match for " + name + " in " + prefix + ": stored "
+              + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated "
+              + Integer.toUnsignedString((int) crc.getValue()) + "; the restored array holds partial values");
+        }
+      }
+    }
+
 
     public Tensor read(String name) throws IOException {
       Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();

@@ -202,17 +202,17 @@ public final class CheckpointManager {
     try {
       fs.mkdirs(directory);
       double keptSince = preserved;
-      stateWrite = Writers.start(() -> writeStateTemp(next, keptSince));
+      stateWrite = IoThreads.start(() -> writeStateTemp(next, keptSince));
       Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors);
       try {
-        stateTemp = Writers.await(stateWrite);
+        stateTemp = IoThreads.await(stateWrite);
         pending.commit(progress);
       } catch (IOException | RuntimeException e) {
         pending.abort();
         throw e;
       }
     } catch (IOException | RuntimeException e) {
-      Path written = stateWrite == null ? null : Writers.awaitQuietly(stateWrite);
+      Path written = stateWrite == null ? null : IoThreads.awaitQuietly(stateWrite);
       if (written != null) {
         fs.delete(written, false);
       }
@@ -277,6 +277,14 @@ public final class CheckpointManager {
   /** Every tensor of a checkpoint. */
   public Map<String, Tensor> restore(Path prefix) throws IOException {
     return Bundle.open(fs, prefix).readAll();
+  }
+
+  /**
+   * Restores into the model's own arrays, as TensorFlow restores into existing variables; see
+   * {@link Bundle.Reader#readInto}. Faster than {@link #restore} for large models (no new memory).
+   */
+  public void restoreInto(Path prefix, Map<String, ?> arrays) throws IOException {
+    Bundle.open(fs, prefix).readInto(arrays);
   }
 
   /**

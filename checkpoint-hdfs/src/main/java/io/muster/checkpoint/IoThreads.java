@@ -8,27 +8,27 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * Threads that write a save's small files (index, state) while the caller writes the data file.
- * On HDFS every file's close waits for the namenode to complete it, which polls with a 400 ms
- * initial back-off when the datanode's block report is late; files written one after another pay
- * it one after another, files written at once pay it once.
+ * Threads for a save's small files (index, state), written while the caller writes the data file,
+ * and for the second half of a large restore. On HDFS every file's close waits for the namenode to
+ * complete it, which polls with a 400 ms initial back-off when the datanode's block report is
+ * late; files written one after another pay it one after another, files written at once pay it once.
  */
-final class Writers {
-  private Writers() {}
+final class IoThreads {
+  private IoThreads() {}
 
   @FunctionalInterface
-  interface Write<T> {
+  interface Io<T> {
     T run() throws IOException;
   }
 
   private static final ExecutorService POOL = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "muster-checkpoint-writer");
+    Thread t = new Thread(r, "muster-checkpoint-io");
     t.setDaemon(true);
     return t;
   });
 
-  static <T> Future<T> start(Write<T> write) {
-    return POOL.submit(write::run);
+  static <T> Future<T> start(Io<T> io) {
+    return POOL.submit(io::run);
   }
 
   /** The write's result, or its exception as thrown. */
