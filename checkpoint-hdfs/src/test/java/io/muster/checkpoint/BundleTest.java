@@ -148,4 +148,65 @@ class BundleTest {
     assertEquals("00 00 00 00 01 00 00 00 00 c0 f2 a1 b0", hex(java.util.Arrays.copyOf(file, 13)));
     assertEquals("57 fb 80 8b 24 75 47 db", hex(java.util.Arrays.copyOfRange(file, file.length - 8, file.length)));
   }
+
+  @Test
+  void aLargeBundleIsReadInTwoHalvesAndIntoTheCallersArraysWithItsValuesAndCrcsChecked() throws Exception {
+    Path prefix = new Path(tmp.toUri().toString(), "ckpt-big");
+    Map<String, Tensor> tensors = new LinkedHashMap<>();
+    java.util.Random random = new java.util.Random(3);
+    Map<String, Object> arrays = new LinkedHashMap<>();
+    for (int i = 0; i < 5; i++) { // 5 x 8 MiB: above the two-stream threshold
+      float[] values = new float[2 << 20];
+      for (int j = 0; j < values.length; j += 1001) {
+        values[j] = random.nextFloat();
+      }
+      tensors.put("layer" + i, Tensor.ofFloats(new long[] {values.length}, values));
+      arrays.put("layer" + i, new float[values.length]);
+    }
+    tensors.put("step", Tensor.scalar(42L));
+    tensors.put("ids", Tensor.ofInts(new long[] {3}, 7, -8, 9));
+    tensors.put("scale", Tensor.ofDoubles(new long[] {2}, 0.5, -1e300));
+    arrays.put("step", new long[1]);
+    arrays.put("ids", new int[3]);
+    arrays.put("scale", new double[2]);
+    Bundle.write(local(), prefix, tensors);
+    assertTrue(5L * (8 << 20) >= Bundle.PARALLEL_READ_BYTES);
+
+    Map<String, Tensor> all = Bundle.open(local(), prefix).readAll();
+    assertEquals(tensors.keySet(), all.keySet());
+    tensors.forEach((name, t) -> assertArrayEquals(t.data(), all.get(name).data(), name));
+
+    Bundle.open(local(), prefix).readInto(arrays);
+    for (int i = 0; i < 5; i++) {
+      assertArrayEquals(tensors.get("layer" + i).floats(), (float[]) arrays.get("layer" + i), "layer" + i);
+    }
+    assertArrayEquals(new long[] {42}, (long[]) arrays.get("step"));
+    assertArrayEquals(new int[] {7, -8, 9}, (int[]) arrays.get("ids"));
+    assertArrayEquals(new double[] {0.5, -1e300}, (double[]) arrays.get("scale"));
+
+    IOException size = assertThrows(IOException.class,
+        () -> Bundle.open(local(), prefix).readInto(Map.of("ids", new int[4])));
+    assertTrue(size.getMessage().endsWith("ids is int32 of 12 bytes, but the array to restore it into holds 4 int32 "
+        + "values"), size.getMessage());
+    IOException dtype = assertThrows(IOException.class,
+        () -> Bundle.open(local(), prefix).readInto(Map.of("ids", new float[3])));
+    assertTrue(dtype.getMessage().contains("ids is int32 of 12 bytes"), dtype.getMessage());
+    IOException missing = assertThrows(IOException.class,
+        () -> Bundle.open(local(), prefix).readInto(Map.of("nope", new float[1])));
+    assertTrue(missing.getMessage().startsWith("Key nope not found in checkpoint"), missing.getMessage());
+
+    // flip one byte in the middle of layer3: both reads name the tensor
+    java.nio.file.Path data = java.nio.file.Path.of(Bundle.dataFile(prefix, 0, 1).toUri());
+    long offset = Bundle.open(local(), prefix).entries().get("layer3").getOffset() + 12345;
+    try (var file = new java.io.RandomAccessFile(data.toFile(), "rw")) {
+      file.seek(offset);
+      int b = file.read();
+      file.seek(offset);
+      file.write(b ^ 0x40);
+    }
+    IOException corrupt = assertThrows(IOException.class, () -> Bundle.open(local(), prefix).readInto(arrays));
+    assertTrue(corrupt.getMessage().startsWith("Checksum does not match for layer3"), corrupt.getMessage());
+    IOException corruptAll = assertThrows(IOException.class, () -> Bundle.open(local(), prefix).readAll());
+    assertTrue(corruptAll.getMessage().startsWith("Checksum does not match for layer3"), corruptAll.getMessage());
+  }
 }
