@@ -42,7 +42,16 @@ class BarrierTrainerTest {
       long[] sum = {0};
       ctx.rows().forEachRemaining(v -> sum[0] += v);
       ctx.strategy().collectives().allReduce(sum, ReduceOp.SUM);
-      // every task reports the cluster it was given; the chief collects them all
+      // every task checks that it is its partition and that its slot in the cluster is the port it
+      // bound, and reports the cluster it was given; the chief collects them all
+      if (ctx.task().index() != org.apache.spark.TaskContext.getPartitionId()) {
+        throw new AssertionError(ctx.task() + " runs partition " + org.apache.spark.TaskContext.getPartitionId());
+      }
+      String bound = ctx.strategy().runtime().server().address().toString();
+      if (!ctx.strategy().cluster().taskAddress(ctx.task()).equals(bound)) {
+        throw new AssertionError(ctx.task() + " bound " + bound + " but the cluster lists "
+            + ctx.strategy().cluster().taskAddress(ctx.task()));
+      }
       String mine = ctx.task() + "=" + ctx.strategy().cluster();
       ByteBuffer bytes = ByteBuffer.allocateDirect(mine.length() * 4).put(mine.getBytes(StandardCharsets.UTF_8)).flip();
       ByteBuffer all = ctx.strategy().collectives().allGather(bytes);
