@@ -138,8 +138,9 @@ public final class Bundle {
     }
   }
 
-  /** From this size on, {@link Reader#readAll} reads with two streams. */
+  /** From this size on, {@link Reader#readAll} and {@link Reader#readInto} read with several streams. */
   static final long PARALLEL_READ_BYTES = 32L << 20;
+  static final int READ_STREAMS = 2;
 
   /** Chunk size for checking a CRC while the bytes just read are still in the cache. */
   private static final int CHUNK = 1 << 20;
@@ -252,7 +253,7 @@ public final class Bundle {
      */
     public Map<String, Tensor> readAll() throws IOException {
       Map<String, Tensor> byName = new java.util.concurrent.ConcurrentHashMap<>();
-      inTwoHalves(new ArrayList<>(entries.keySet()), (name, streams) -> byName.put(name, read(name, streams)));
+      inParts(new ArrayList<>(entries.keySet()), (name, streams) -> byName.put(name, read(name, streams)));
       Map<String, Tensor> all = new LinkedHashMap<>();
       entries.keySet().forEach(name -> all.put(name, byName.get(name)));
       return all;
@@ -286,7 +287,7 @@ public final class Bundle {
               + Tensor.dtypeName(wanted) + " values");
         }
       }
-      inTwoHalves(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
+      inParts(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
     }
 
     /** This thread's stream on the entry's data file, at the entry's offset. */
@@ -309,34 +310,45 @@ public final class Bundle {
     }
 
     /**
-     * Reads the tensors in file order; a large read is split into two halves, each read front to
-     * back by its own stream, since one stream cannot keep both the network (or disk) and the
-     * copying into memory busy.
+     * Reads the tensors in file order; a large read is split into {@link #READ_STREAMS} parts of
+     * about equal size, each read front to back by its own stream, since one stream cannot keep
+     * both the network (or disk) and the copying into memory busy.
      */
-    private void inTwoHalves(List<String> names, PerTensor each) throws IOException {
+    private void inParts(List<String> names, PerTensor each) throws IOException {
+      if (names.isEmpty()) {
+        return;
+      }
       names.sort(java.util.Comparator.comparingInt((String n) -> entries.get(n).getShardId())
           .thenComparingLong(n -> entries.get(n).getOffset()));
       long total = names.stream().mapToLong(n -> entries.get(n).getSize()).sum();
-      if (total < PARALLEL_READ_BYTES || names.size() < 2) {
-        inOrder(names, each);
-        return;
+      int parts = total < PARALLEL_READ_BYTES ? 1 : Math.min(READ_STREAMS, names.size());
+      List<List<String>> split = new ArrayList<>();
+      long done = 0;
+      int from = 0;
+      for (int i = 0; i < names.size(); i++) {
+        done += entries.get(names.get(i)).getSize();
+        boolean full = split.size() < parts - 1 && done * parts >= total * (split.size() + 1);
+        if (full || i == names.size() - 1) {
+          split.add(names.subList(from, i + 1));
+          from = i + 1;
+        }
       }
-      int split = 0;
-      for (long half = 0; split < names.size() - 1 && half < total / 2; split++) {
-        half += entries.get(names.get(split)).getSize();
+      List<Future<Void>> others = new ArrayList<>();
+      for (List<String> part : split.subList(1, split.size())) {
+        others.add(IoThreads.start(() -> {
+          inOrder(part, each);
+          return null;
+        }));
       }
-      List<String> second = names.subList(split, names.size());
-      Future<Void> secondHalf = IoThreads.start(() -> {
-        inOrder(second, each);
-        return null;
-      });
       try {
-        inOrder(names.subList(0, split), each);
+        inOrder(split.get(0), each);
       } catch (IOException | RuntimeException e) {
-        IoThreads.awaitQuietly(secondHalf);
+        others.forEach(IoThreads::awaitQuietly);
         throw e;
       }
-      IoThreads.await(secondHalf);
+      for (Future<Void> other : others) {
+        IoThreads.await(other);
+      }
     }
 
     private void inOrder(List<String> names, PerTensor each) throws IOException {
