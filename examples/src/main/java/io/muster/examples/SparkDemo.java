@@ -222,7 +222,7 @@ public final class SparkDemo {
     return new SyntheticBlobs(x, y, features, classes);
   }
 
-  private static Dataset<Row> read(SparkSession spark, String path) {
+  static Dataset<Row> read(SparkSession spark, String path) {
     return path.endsWith(".parquet") ? spark.read().parquet(path)
         : spark.read().option("header", "true").option("inferSchema", "true").csv(path);
   }

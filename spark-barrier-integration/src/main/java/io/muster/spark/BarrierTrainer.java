@@ -129,7 +129,7 @@ public final class BarrierTrainer implements Serializable {
         // the training resumes from its BackupAndRestore backup.
         if (attempt + 1 >= maxAttempts) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
-              + ": " + e.getMessage(), e);
+              + ": " + withoutStackFrames(e.getMessage()), e);
         }
         log.warn("training attempt {} of {} failed; re-running the whole gang of {}: {}", attempt + 1, maxAttempts,
             numWorkers, e.toString());
@@ -163,6 +163,11 @@ public final class BarrierTrainer implements Serializable {
       throw new IllegalStateException("expected one result from the chief, got " + chief.size());
     }
     return chief.get(0);
+  }
+
+  /** Spark puts the failed task's stack trace into the job's message; the cause stays, its frames go. */
+  static String withoutStackFrames(String message) {
+    return message == null ? null : message.replaceAll("\\n\\s+at [^\\n]*|\\n\\s*\\.\\.\\. \\d+ more", "").strip();
   }
 
   /** A fresh secret per gang run: a task of an earlier attempt cannot join a later one. */

@@ -1,0 +1,77 @@
+package io.muster.examples;
+
+import io.muster.spark.BarrierTrainer;
+import io.muster.spark.ExternalCommand;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * {@code ./muster spark-run} (or this class under {@code spark-submit}): runs a training command on
+ * a gang of Spark barrier tasks, each with its {@code TF_CONFIG}, its GPUs and, with
+ * {@code --data}, its shard of a CSV or Parquet file as TFRecord {@code tf.train.Example}s; no
+ * Java to write. The chief's result file is printed (or written to {@code --result FILE}).
+ *
+ * <p>Arguments: {@code [--workers 4] [--data FILE] [--out DIR] [--gpus-per-worker 0]
+ * [--max-attempts 1] [--result FILE] -- COMMAND [ARGS...]}.
+ */
+public final class SparkRun {
+  private SparkRun() {}
+
+  private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--data", "", "--out", "",
+      "--gpus-per-worker", "0", "--max-attempts", "1", "--result", "");
+
+  public static void main(String[] args) throws IOException {
+    int dashes = Arrays.asList(args).indexOf("--");
+    if (dashes < 0 || dashes == args.length - 1) {
+      System.err.println("usage: muster spark-run [--workers 4] [--data FILE.csv|FILE.parquet] [--out DIR] "
+          + "[--gpus-per-worker 0] [--max-attempts 1] [--result FILE] -- COMMAND [ARGS...]");
+      System.exit(2);
+    }
+    Map<String, String> options = Args.parse(Arrays.copyOfRange(args, 0, dashes), DEFAULTS);
+    List<String> command = Arrays.asList(args).subList(dashes + 1, args.length);
+    int workers = Args.positiveInt(options, "--workers");
+    SparkSession.Builder builder = SparkSession.builder().appName("muster-spark-run");
+    if (System.getProperty("spark.master") == null) {
+      builder.master("local[" + workers + "]").config("spark.ui.enabled", "false")
+          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
+    }
+    Optional<byte[]> result;
+    try (SparkSession spark = builder.getOrCreate()) {
+      result = run(spark, options, command);
+    } catch (IllegalStateException | IllegalArgumentException e) {
+      System.err.println("muster spark-run: " + e.getMessage());
+      System.exit(1);
+      return;
+    }
+    if (!options.get("--result").isEmpty()) {
+      Files.write(Path.of(options.get("--result")), result.orElse(new byte[0]));
+    } else {
+      System.out.println(result.map(r -> "the chief's result: " + new String(r, StandardCharsets.UTF_8))
+          .orElse("the chief left no result file"));
+    }
+  }
+
+  static Optional<byte[]> run(SparkSession spark, Map<String, String> options, List<String> command) {
+    int gpus = options.get("--gpus-per-worker").equals("0") ? 0 : Args.positiveInt(options, "--gpus-per-worker");
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(Args.positiveInt(options, "--workers"))
+        .maxAttempts(Args.positiveInt(options, "--max-attempts")).gpusPerWorker(gpus).build();
+    ExternalCommand external = ExternalCommand.of(command);
+    if (!options.get("--out").isEmpty()) {
+      external = external.withOutputDir(SparkDemo.outputUri(options.get("--out")));
+    }
+    String data = options.get("--data");
+    return data.isEmpty() ? trainer.run(spark, external) : trainer.run(SparkDemo.read(spark, data), external);
+  }
+
+  /** The options with their defaults filled in, for callers other than {@link #main}. */
+  static Map<String, String> options(String... args) {
+    return Args.parse(args, DEFAULTS);
+  }
+}

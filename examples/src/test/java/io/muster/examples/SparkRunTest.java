@@ -1,0 +1,55 @@
+package io.muster.examples;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code muster spark-run}: a shell command as the training command, on a CSV's shards, in Spark local[3]. */
+class SparkRunTest {
+
+  private static SparkSession spark;
+
+  @BeforeAll
+  static void start() {
+    spark = SparkSession.builder().master("local[3]").appName("muster-spark-run-test").config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate();
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  @Test
+  void theChiefsResultComesBackAfterEveryWorkerReadItsShard(@TempDir Path tmp) throws Exception {
+    Path csv = tmp.resolve("rows.csv");
+    StringBuilder rows = new StringBuilder("x,label\n");
+    for (int i = 0; i < 30; i++) {
+      rows.append(i * 0.5).append(',').append(i % 2).append('\n');
+    }
+    Files.writeString(csv, rows);
+    // every worker checks its shard and its output directory; the chief writes what it saw
+    String script = "test -s \"$MUSTER_SCHEMA_FILE\" && test -f \"$MUSTER_DATA_FILES\" || exit 4; "
+        + "[ \"$MUSTER_OUTPUT_DIR\" = \"" + tmp.resolve("out").toUri() + "/\" ] || exit 5; "
+        + "if [ \"$MUSTER_IS_CHIEF\" = true ]; then printf '%s of %s' \"$MUSTER_TASK_INDEX\" \"$MUSTER_NUM_WORKERS\" "
+        + "> \"$MUSTER_RESULT_FILE\"; fi";
+    byte[] result = SparkRun.run(spark, SparkRun.options("--workers", "3", "--data", csv.toString(), "--out",
+        tmp.resolve("out").toString()), List.of("sh", "-c", script)).orElseThrow();
+    assertEquals("0 of 3", new String(result, StandardCharsets.UTF_8));
+
+    IllegalStateException failed = assertThrows(IllegalStateException.class, () -> SparkRun.run(spark,
+        SparkRun.options("--workers", "2"), List.of("sh", "-c", "echo no data here >&2; exit 4")));
+    assertTrue(failed.getMessage().contains("exited with code 4; the last 1 lines of its stderr:\n  no data here"),
+        failed.getMessage());
+  }
+}
