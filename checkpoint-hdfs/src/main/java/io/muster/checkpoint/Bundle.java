@@ -248,8 +248,8 @@ public final class Bundle {
     }
 
     /**
-     * Every tensor, in key order. The data files are read front to back through one stream each
-     * (sequential reads are several times faster than positioned ones on HDFS).
+     * Every tensor, in key order. The data files are read front to back, in parts by one stream
+     * each (sequential reads are several times faster than positioned ones on HDFS).
      */
     public Map<String, Tensor> readAll() throws IOException {
       Map<String, Tensor> byName = new java.util.concurrent.ConcurrentHashMap<>();
@@ -408,7 +408,6 @@ public final class Bundle {
         }
       }
     }
-
 
     public Tensor read(String name) throws IOException {
       Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();

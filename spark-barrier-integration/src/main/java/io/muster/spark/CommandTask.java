@@ -95,6 +95,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     String name = task.toString();
     Path workDir = createWorkDir(task);
     try (CommandLogs.Sender logs = CommandLogs.Sender.connect(logAddress, token, name)) {
+      List<String> gpus = BarrierTasks.assignedGpus(ctx, gpusPerWorker);
       Map<String, String> env = new LinkedHashMap<>(command.environment());
       if (schema != null) {
         env.putAll(writeShard(CollectionConverters.asJava(rows), workDir.resolve("data"), task, numWorkers));
@@ -108,8 +109,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       } finally {
         closeQuietly(reserved); // released at the last moment: the command binds it next
       }
-      env.putAll(environment(config, attempt, BarrierTasks.assignedGpus(ctx, gpusPerWorker), workDir,
-          command.outputDir(), token));
+      env.putAll(environment(config, attempt, gpus, workDir, command.outputDir(), token));
       Optional<byte[]> result = runCommand(ctx, task, env, logs, workDir.resolve("result"));
       return CollectionConverters.asScala(result.stream().iterator());
     } finally {
