@@ -1,0 +1,39 @@
+package io.muster.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.muster.launch.TaskProcess.Stream;
+import io.muster.rpc.JobToken;
+import io.muster.testing.Eventually;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Test;
+
+/** The driver's log receiver over real sockets on 127.0.0.1. */
+class CommandLogsTest {
+
+  @Test
+  void linesArriveInOrderFromATaskWithTheTokenAndNotFromAStrangerWithout() throws Exception {
+    List<CommandLine> received = new CopyOnWriteArrayList<>();
+    JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
+    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, received::add)) {
+      String[] hostPort = receiver.address().split(":");
+      try (Socket stranger = new Socket(hostPort[0], Integer.parseInt(hostPort[1]))) {
+        OutputStream out = stranger.getOutputStream();
+        out.write("not-the-token\nworker 9\tSTDOUT\tinjected\n".getBytes(StandardCharsets.UTF_8));
+        out.flush();
+      }
+      try (CommandLogs.Sender sender = CommandLogs.Sender.connect(receiver.address(), token.value(), "worker 1")) {
+        sender.line(Stream.STDOUT, "first\twith a tab");
+        sender.line(Stream.STDERR, "second");
+      }
+      Eventually.within(Duration.ofSeconds(10), "both lines arrived", () -> received.size() >= 2);
+    }
+    assertEquals(List.of(new CommandLine("worker 1", Stream.STDOUT, "first\twith a tab"),
+        new CommandLine("worker 1", Stream.STDERR, "second")), received);
+  }
+}
