@@ -79,7 +79,8 @@ public final class SparkDemo {
     if (System.getProperty("spark.master") == null) {
       // not under spark-submit: run locally, one core per worker
       builder.master("local[" + options.workers() + "]").config("spark.ui.enabled", "false")
-          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
+          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+          .config("spark.barrier.sync.timeout", "300s");
     }
     try (SparkSession spark = builder.getOrCreate()) {
       Result r = run(spark, options);

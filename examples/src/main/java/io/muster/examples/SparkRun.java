@@ -40,7 +40,8 @@ public final class SparkRun {
     SparkSession.Builder builder = SparkSession.builder().appName("muster-spark-run");
     if (System.getProperty("spark.master") == null) {
       builder.master("local[" + workers + "]").config("spark.ui.enabled", "false")
-          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
+          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+          .config("spark.barrier.sync.timeout", "300s");
     }
     Optional<byte[]> result;
     try (SparkSession spark = builder.getOrCreate()) {

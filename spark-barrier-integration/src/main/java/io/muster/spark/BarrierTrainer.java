@@ -46,6 +46,8 @@ public final class BarrierTrainer implements Serializable {
 
   private static final long serialVersionUID = 1L;
   private static final Logger log = LoggerFactory.getLogger(BarrierTrainer.class);
+  /** Longer address-exchange waits than this are warned about (Spark's default is a year). */
+  static final long MAX_BARRIER_SYNC_SECONDS = 3600;
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
@@ -179,6 +181,7 @@ public final class BarrierTrainer implements Serializable {
 
   /** The pre-flight checks, on the driver, before any task starts. */
   static void checkApplication(SparkConf conf, int numWorkers, int gpusPerWorker) {
+    warnings(conf).forEach(log::warn);
     if (gpusPerWorker > 0) {
       double perTask = conf.getDouble("spark.task.resource.gpu.amount", 0);
       if (perTask < gpusPerWorker) {
@@ -197,6 +200,17 @@ public final class BarrierTrainer implements Serializable {
           + "application can have at once (master " + conf.get("spark.master", "?") + ", spark.task.cpus "
           + conf.getInt("spark.task.cpus", 1) + "); lower numWorkers or give the application more executors or cores");
     }
+  }
+
+  /** Settings that do not stop a run but can make a failure wait far too long. */
+  static List<String> warnings(SparkConf conf) {
+    long syncTimeout = conf.getTimeAsSeconds("spark.barrier.sync.timeout", "365d");
+    if (syncTimeout > MAX_BARRIER_SYNC_SECONDS) {
+      return List.of("spark.barrier.sync.timeout is " + syncTimeout + " s: a task that never reaches the address "
+          + "exchange (stuck writing its shard, say) would hold the whole gang that long; set it to the longest a "
+          + "task may take to start, e.g. --conf spark.barrier.sync.timeout=600");
+    }
+    return List.of();
   }
 
   /** Task slots from the master and executor settings; 0 when they do not say (the check is then skipped). */

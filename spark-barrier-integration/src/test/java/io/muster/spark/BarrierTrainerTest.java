@@ -89,6 +89,9 @@ class BarrierTrainerTest {
     IllegalStateException dynamic = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
         new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2, 0));
     assertTrue(dynamic.getMessage().startsWith("spark.dynamicAllocation.enabled is true"), dynamic.getMessage());
+    assertTrue(BarrierTrainer.warnings(new SparkConf()).get(0).startsWith("spark.barrier.sync.timeout is 31536000 s"),
+        "Spark's default of a year is worth a warning");
+    assertEquals(List.of(), BarrierTrainer.warnings(new SparkConf().set("spark.barrier.sync.timeout", "600s")));
     assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
         .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
   }
