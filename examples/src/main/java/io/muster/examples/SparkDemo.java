@@ -112,8 +112,12 @@ public final class SparkDemo {
       throw new IllegalArgumentException("the data has no 'label' column; columns: " + String.join(", ", df.columns()));
     }
     String[] features = Arrays.stream(df.columns()).filter(c -> !c.equals("label")).toArray(String[]::new);
-    Dataset<Row>[] split = df.randomSplit(new double[] {0.8, 0.2}, seed);
-    Dataset<Row> train = split[0];
+    // Held out: one row in five, chosen by a hash of the row's values and the seed, so the split is
+    // the same however the data is partitioned (randomSplit's depends on the partitioning).
+    Column row = functions.struct(Arrays.stream(df.columns()).map(functions::col).toArray(Column[]::new));
+    Column heldOut = functions.pmod(functions.hash(functions.lit(seed), row), functions.lit(5)).equalTo(0);
+    Dataset<Row> train = df.filter(functions.not(heldOut));
+    Dataset<Row> heldOutRows = df.filter(heldOut);
     float[] mean = new float[features.length];
     float[] scale = new float[features.length];
     List<Column> stats = new ArrayList<>();
@@ -130,7 +134,8 @@ public final class SparkDemo {
     int classes = ((Number) df.agg(functions.max("label")).first().get(0)).intValue() + 1;
     String[] ordered = Arrays.copyOf(features, features.length + 1);
     ordered[features.length] = "label"; // rows reach the tasks as features..., label
-    SyntheticBlobs test = toArrays(split[1].select(column(ordered)).collectAsList(), features.length, mean, scale, classes);
+    SyntheticBlobs test = toArrays(heldOutRows.select(column(ordered)).collectAsList(), features.length, mean, scale,
+        classes);
     String outDir = outputUri(options.out());
 
     Weights weights = BarrierTrainer.builder().numWorkers(workers).maxAttempts(2).build().fit(
