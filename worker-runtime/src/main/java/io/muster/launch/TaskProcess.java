@@ -38,7 +38,7 @@ public final class TaskProcess implements AutoCloseable {
 
   public enum Stream { STDOUT, STDERR }
 
-  /** Lines longer than this are cut before they reach the sink and the tail. */
+  /** Lines longer than this are cut as they are read (a progress bar without newlines cannot fill the heap). */
   static final int MAX_LINE_CHARS = 8192;
 
   // $1: grace seconds; the rest: the command. fd 3 is the pipe from the JVM; EOF on it ends the command.
@@ -165,22 +165,28 @@ public final class TaskProcess implements AutoCloseable {
       var decoder = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
           .onUnmappableCharacter(CodingErrorAction.REPLACE);
       try (BufferedReader reader = new BufferedReader(new InputStreamReader(in, decoder))) {
-        String line;
-        while ((line = reader.readLine()) != null) {
-          if (line.length() > MAX_LINE_CHARS) {
-            line = line.substring(0, MAX_LINE_CHARS) + " …[cut at " + MAX_LINE_CHARS + " chars]";
+        StringBuilder line = new StringBuilder();
+        long cut = 0; // characters of the current line beyond MAX_LINE_CHARS, dropped as they come
+        boolean afterCr = false;
+        int c;
+        while ((c = reader.read()) != -1) {
+          if (c == '\n' && afterCr) { // the second half of a \r\n
+            afterCr = false;
+            continue;
           }
-          if (stream == Stream.STDERR) {
-            synchronized (stderrTail) {
-              if (stderrTail.size() == tailLines) {
-                stderrTail.removeFirst();
-              }
-              if (tailLines > 0) {
-                stderrTail.addLast(line);
-              }
-            }
+          afterCr = c == '\r';
+          if (c == '\n' || c == '\r') {
+            deliver(stream, sink, line, cut);
+            line.setLength(0);
+            cut = 0;
+          } else if (line.length() < MAX_LINE_CHARS) {
+            line.append((char) c);
+          } else {
+            cut++;
           }
-          sink.line(stream, line);
+        }
+        if (line.length() > 0 || cut > 0) {
+          deliver(stream, sink, line, cut);
         }
       } catch (IOException e) {
         // the pipe broke because the process was killed; nothing more to read
@@ -189,5 +195,18 @@ public final class TaskProcess implements AutoCloseable {
     t.setDaemon(true);
     t.start();
     return t;
+  }
+
+  private void deliver(Stream stream, LineSink sink, StringBuilder line, long cut) {
+    String text = cut == 0 ? line.toString() : line + " …[" + cut + " more characters cut]";
+    if (stream == Stream.STDERR && tailLines > 0) {
+      synchronized (stderrTail) {
+        if (stderrTail.size() == tailLines) {
+          stderrTail.removeFirst();
+        }
+        stderrTail.addLast(text);
+      }
+    }
+    sink.line(stream, text);
   }
 }

@@ -41,6 +41,19 @@ class TaskProcessTest {
   }
 
   @Test
+  void crLfAndCrEndLinesAndAnOverlongLineIsCutAsItIsRead() throws Exception {
+    // 3 MB without a newline, then \r\n and \r endings
+    try (TaskProcess p = start("head -c 3000000 /dev/zero | tr '\\0' x; printf '\\r\\na\\rb\\n'", Map.of(),
+        Duration.ofSeconds(2))) {
+      assertEquals(Optional.of(0), p.waitFor(LIMIT));
+    }
+    assertEquals(3, lines.size(), lines.stream().map(l -> l.substring(0, Math.min(40, l.length()))).toList().toString());
+    assertEquals("STDOUT " + "x".repeat(TaskProcess.MAX_LINE_CHARS) + " …[" + (3_000_000 - TaskProcess.MAX_LINE_CHARS)
+        + " more characters cut]", lines.get(0));
+    assertEquals(List.of("STDOUT a", "STDOUT b"), lines.subList(1, 3));
+  }
+
+  @Test
   void aFailingCommandKeepsTheLastLinesOfItsStderr() throws Exception {
     try (TaskProcess p = start("i=1; while [ $i -le 50 ]; do echo \"line $i\" >&2; i=$((i+1)); done; exit 3",
         Map.of(), Duration.ofSeconds(2))) {
