@@ -7,7 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import io.muster.cluster.Json;
+import io.muster.spark.BarrierTrainer;
+import io.muster.spark.CommandLine;
+import io.muster.spark.ExternalCommand;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -51,5 +58,30 @@ class SparkRunTest {
         SparkRun.options("--workers", "2"), List.of("sh", "-c", "echo no data here >&2; exit 4")));
     assertTrue(failed.getMessage().contains("exited with code 4; the last 1 lines of its stderr:\n  no data here"),
         failed.getMessage());
+  }
+
+  /**
+   * Muster's own runtime as the command: each worker JVM binds the port its task reserved and
+   * released, joins with the run's token, and trains; all end with the same weights.
+   */
+  @Test
+  void musterWorkerJvmsAsTheCommandJoinOnTheReservedPortsAndAgree() {
+    List<CommandLine> lines = new CopyOnWriteArrayList<>();
+    List<String> command = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m",
+        "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName(),
+        "--epochs", "2", "--global-batch", "240");
+    BarrierTrainer.builder().numWorkers(3).commandLogs(lines::add).build().run(spark, ExternalCommand.of(command));
+    List<Map<String, Object>> results = new ArrayList<>();
+    for (CommandLine line : lines) {
+      if (line.text().startsWith("{\"task\"")) {
+        @SuppressWarnings("unchecked")
+        Map<String, Object> result = (Map<String, Object>) Json.parse(line.text());
+        assertEquals(line.task(), result.get("task"), "each worker reports under its own prefix");
+        results.add(result);
+      }
+    }
+    assertEquals(3, results.size(), lines.toString());
+    assertEquals(1, results.stream().map(r -> r.get("weights_sha256")).distinct().count(), results.toString());
+    assertTrue(((Number) results.get(0).get("accuracy")).doubleValue() > 0.7, results.toString());
   }
 }
