@@ -51,7 +51,10 @@ class LocalClusterTest {
         .set("spark.worker.resource.gpu.discoveryScript", discovery.toString())
         .set("spark.executor.resource.gpu.amount", "2")
         .set("spark.task.resource.gpu.amount", "1")
-        .set("spark.executorEnv.CUDA_VISIBLE_DEVICES", "5,7"));
+        .set("spark.executorEnv.CUDA_VISIBLE_DEVICES", "5,7")
+        // executors that never come up fail the job in about a minute, not Spark's default of ten
+        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
+        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "30"));
   }
 
   @AfterAll
