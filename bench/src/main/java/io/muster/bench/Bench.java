@@ -7,6 +7,13 @@ import java.util.List;
 public final class Bench {
   private Bench() {}
 
+  /** The middle value (the upper of the two middle ones for an even count). */
+  static double median(List<Double> values) {
+    List<Double> sorted = new java.util.ArrayList<>(values);
+    sorted.sort(null);
+    return sorted.get(sorted.size() / 2);
+  }
+
   public static void main(String[] args) throws Exception {
     List<String> rest = args.length == 0 ? List.of() : Arrays.asList(args).subList(1, args.length);
     String name = args.length == 0 ? "" : args[0];

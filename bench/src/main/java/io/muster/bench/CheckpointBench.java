@@ -132,19 +132,19 @@ final class CheckpointBench {
     Map<String, Object> line = new LinkedHashMap<>();
     line.put("bench", "checkpoint");
     line.put("model_mib", mib);
-    line.put("save_mb_s", round(mb / median(saveWrite)));
-    line.put("plain_write_mb_s", round(mb / median(plainWrite)));
-    line.put("save_ratio", round(median(plainWrite) / median(saveWrite)));
+    line.put("save_mb_s", round(mb / Bench.median(saveWrite)));
+    line.put("plain_write_mb_s", round(mb / Bench.median(plainWrite)));
+    line.put("save_ratio", round(Bench.median(plainWrite) / Bench.median(saveWrite)));
     line.put("save_ratio_best", round(best(plainWrite) / best(saveWrite)));
-    line.put("restore_mb_s", round(mb / median(restore)));
-    line.put("plain_read_mb_s", round(mb / median(plainRead)));
-    line.put("restore_ratio", round(median(plainRead) / median(restore)));
+    line.put("restore_mb_s", round(mb / Bench.median(restore)));
+    line.put("plain_read_mb_s", round(mb / Bench.median(plainRead)));
+    line.put("restore_ratio", round(Bench.median(plainRead) / Bench.median(restore)));
     line.put("restore_ratio_best", round(best(plainRead) / best(restore)));
-    line.put("restore_into_mb_s", round(mb / median(restoreInto)));
-    line.put("restore_into_ratio", round(median(plainRead) / median(restoreInto)));
+    line.put("restore_into_mb_s", round(mb / Bench.median(restoreInto)));
+    line.put("restore_into_ratio", round(Bench.median(plainRead) / Bench.median(restoreInto)));
     line.put("restore_into_ratio_best", round(best(plainRead) / best(restoreInto)));
-    line.put("fresh_read_mb_s", round(mb / median(freshRead)));
-    line.put("restore_to_fresh_read_ratio", round(median(freshRead) / median(restore)));
+    line.put("fresh_read_mb_s", round(mb / Bench.median(freshRead)));
+    line.put("restore_to_fresh_read_ratio", round(Bench.median(freshRead) / Bench.median(restore)));
     System.out.println(Json.write(line));
     System.out.flush();
   }
@@ -157,12 +157,6 @@ final class CheckpointBench {
 
   private static double best(List<Double> values) {
     return values.stream().mapToDouble(Double::doubleValue).min().orElseThrow();
-  }
-
-  private static double median(List<Double> values) {
-    List<Double> sorted = new ArrayList<>(values);
-    sorted.sort(null);
-    return sorted.get(sorted.size() / 2);
   }
 
   private static double round(double v) {

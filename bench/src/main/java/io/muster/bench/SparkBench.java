@@ -56,8 +56,9 @@ final class SparkBench {
       }
       System.out.printf("{\"bench\": \"spark\", \"workers\": %d, \"runs\": %d, \"gang_start_ms_median\": %.1f, "
           + "\"command_start_ms_median\": %.1f, \"detect_ms_median\": %.1f, \"restart_ms_median\": %.1f}%n",
-          workers, runs, median(handshake), median(commands),
-          median(restarts.stream().map(r -> r[0]).toList()), median(restarts.stream().map(r -> r[1]).toList()));
+          workers, runs, Bench.median(handshake), Bench.median(commands),
+          Bench.median(restarts.stream().map(r -> r[0]).toList()),
+          Bench.median(restarts.stream().map(r -> r[1]).toList()));
     }
   }
 
@@ -155,11 +156,5 @@ final class SparkBench {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-  }
-
-  private static double median(List<Double> values) {
-    List<Double> sorted = values.stream().sorted().toList();
-    int n = sorted.size();
-    return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
   }
 }

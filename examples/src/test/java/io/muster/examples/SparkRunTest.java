@@ -11,6 +11,7 @@ import io.muster.cluster.Json;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.CommandLine;
 import io.muster.spark.ExternalCommand;
+import io.muster.testing.ChildJvm;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -67,9 +68,8 @@ class SparkRunTest {
   @Test
   void musterWorkerJvmsAsTheCommandJoinOnTheReservedPortsAndAgree() {
     List<CommandLine> lines = new CopyOnWriteArrayList<>();
-    List<String> command = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m",
-        "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName(),
-        "--epochs", "2", "--global-batch", "240");
+    List<String> command = ChildJvm.command("256m", SoftmaxRegression.class,
+        List.of("--epochs", "2", "--global-batch", "240"));
     BarrierTrainer.builder().numWorkers(3).commandLogs(lines::add).build().run(spark, ExternalCommand.of(command));
     List<Map<String, Object>> results = new ArrayList<>();
     for (CommandLine line : lines) {

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * A training command every task of the gang runs ({@code python3 train.py --epochs 5}), with what
@@ -114,8 +115,8 @@ public final class ExternalCommand implements Serializable {
   }
 
   /** Empty when there is no limit. */
-  java.util.Optional<Duration> timeout() {
-    return timeoutMillis == 0 ? java.util.Optional.empty() : java.util.Optional.of(Duration.ofMillis(timeoutMillis));
+  Optional<Duration> timeout() {
+    return timeoutMillis == 0 ? Optional.empty() : Optional.of(Duration.ofMillis(timeoutMillis));
   }
 
   /** The command line, cut after 200 characters (a class path would bury the message it appears in). */

@@ -10,6 +10,7 @@ import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.launch.TaskProcess.Stream;
+import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import java.nio.charset.StandardCharsets;
@@ -18,7 +19,6 @@ import java.nio.file.Path;
 import java.sql.Date;
 import java.time.Duration;
 import java.time.LocalDate;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -59,11 +59,7 @@ class ExternalCommandTest {
   }
 
   private static ExternalCommand shardCheck(String... args) {
-    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
-        ShardCheck.class.getName()));
-    command.addAll(List.of(args));
-    return ExternalCommand.of(command);
+    return ExternalCommand.of(ChildJvm.command("64m", ShardCheck.class, List.of(args)));
   }
 
   private BarrierTrainer trainer(int workers, int attempts) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
 import io.muster.collective.ReduceOp;
+import io.muster.testing.ChildJvm;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Map;
@@ -92,11 +93,8 @@ class LocalClusterTest {
   void commandsInExecutorJvmsGetTheirGpuAndStreamTheirLinesToTheDriver() {
     List<CommandLine> lines = new CopyOnWriteArrayList<>();
     BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(4).gpusPerWorker(1).commandLogs(lines::add).build();
-    List<String> command = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx64m",
-        "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
-        ShardCheck.class.getName(), "check");
     Optional<byte[]> result = trainer.run(SparkSession.builder().sparkContext(spark.sc()).getOrCreate(),
-        ExternalCommand.of(command));
+        ExternalCommand.of(ChildJvm.command("64m", ShardCheck.class, List.of("check"))));
     assertEquals("chief of attempt 0", new String(result.orElseThrow(), StandardCharsets.UTF_8));
     List<String> cuda = lines.stream().map(CommandLine::text).filter(t -> t.startsWith("cuda ["))
         .map(t -> t.substring("cuda [".length(), t.indexOf(']'))).sorted().toList();

@@ -27,17 +27,17 @@ public final class ChildJvm implements AutoCloseable {
     this.name = name;
   }
 
-  public static ChildJvm start(String name, Class<?> main, List<String> args, Map<String, String> env, Path dir) {
-    List<String> command = new ArrayList<>();
-    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    command.add("-Xmx128m");
-    command.add("-XX:TieredStopAtLevel=1");
-    command.add("-XX:+UseSerialGC");
-    command.add("-Xshare:auto");
-    command.add("-cp");
-    command.add(System.getProperty("java.class.path"));
-    command.add(main.getName());
+  /** The command line that runs {@code main} in a small JVM on the test's class path (for launchers under test). */
+  public static List<String> command(String maxHeap, Class<?> main, List<String> args) {
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx" + maxHeap, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+        "-cp", System.getProperty("java.class.path"), main.getName()));
     command.addAll(args);
+    return command;
+  }
+
+  public static ChildJvm start(String name, Class<?> main, List<String> args, Map<String, String> env, Path dir) {
+    List<String> command = command("128m", main, args);
     try {
       Files.createDirectories(dir);
       Path output = dir.resolve(name + ".log");
