@@ -25,6 +25,8 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * TensorFlow's V2 checkpoint format ("tensor bundle"): {@code P.data-00000-of-00001} with the tensor
@@ -36,6 +38,7 @@ import org.apache.hadoop.fs.Path;
  * HDFS's own {@code dfs.datanode.synconclose} decides whether it survives a datanode power loss.
  */
 public final class Bundle {
+  private static final Logger log = LoggerFactory.getLogger(Bundle.class);
 
   private static final byte[] HEADER = BundleHeaderProto.newBuilder().setNumShards(1)
       .setVersion(VersionDef.newBuilder().setProducer(1)).build().toByteArray();
@@ -113,18 +116,19 @@ public final class Bundle {
       payloads.add(bytes);
       offset += bytes.length;
     }
+    FileSystem client = CheckpointClient.of(fs);
     Path data = dataFile(prefix, 0, 1);
     Path indexFile = indexFile(prefix);
     Pending pending = new Pending(fs, data, temporary(data), indexFile, temporary(indexFile));
     byte[] table = Table.write(index);
     Future<Void> indexWrite = IoThreads.start(() -> {
-      try (FSDataOutputStream out = fs.create(pending.indexTemp, true)) {
+      try (FSDataOutputStream out = client.create(pending.indexTemp, true)) {
         out.write(table);
       }
       return null;
     });
     try {
-      try (FSDataOutputStream out = fs.create(pending.dataTemp, true)) {
+      try (FSDataOutputStream out = client.create(pending.dataTemp, true)) {
         for (byte[] payload : payloads) {
           out.write(payload);
         }
@@ -137,10 +141,6 @@ public final class Bundle {
       throw e;
     }
   }
-
-  /** From this size on, {@link Reader#readAll} and {@link Reader#readInto} read with several streams. */
-  static final long PARALLEL_READ_BYTES = 32L << 20;
-  static final int READ_STREAMS = 2;
 
   /** Chunk size for checking a CRC while the bytes just read are still in the cache. */
   private static final int CHUNK = 1 << 20;
@@ -196,12 +196,14 @@ public final class Bundle {
   /** An opened checkpoint: its entries in key order; tensors are read on demand. */
   public static final class Reader {
     private final FileSystem fs;
+    private final FileSystem client;
     private final Path prefix;
     private final int shards;
     private final LinkedHashMap<String, BundleEntryProto> entries = new LinkedHashMap<>();
 
-    private Reader(FileSystem fs, Path prefix, int shards) {
+    private Reader(FileSystem fs, Path prefix, int shards) throws IOException {
       this.fs = fs;
+      this.client = CheckpointClient.of(fs);
       this.prefix = prefix;
       this.shards = shards;
     }
@@ -224,36 +226,83 @@ public final class Bundle {
       if (entry.getShardId() >= shards) {
         throw new IOException(prefix + ": " + name + " is in shard " + entry.getShardId() + " of " + shards);
       }
-      Path file = dataFile(prefix, entry.getShardId(), shards);
       if (entry.getDtype() != DataType.DT_STRING && entry.getSize() != n * Tensor.elementSize(entry.getDtype())) {
         throw new IOException("Invalid size in bundle entry: key " + name + "; stored size " + entry.getSize()
             + "; expected size " + n * Tensor.elementSize(entry.getDtype()) + " (" + prefix + ")");
       }
-      byte[] bytes = new byte[Math.toIntExact(entry.getSize())];
-      int crc;
-      try {
-        crc = readWithCrc(stream(entry, streams), bytes);
-      } catch (java.io.EOFException e) {
-        throw new IOException(file + " ends before the " + bytes.length + " bytes of " + name + " at offset "
-            + entry.getOffset() + ": the checkpoint is incomplete or corrupt", e);
-      }
-      if (entry.getDtype() == DataType.DT_STRING) {
-        return decodeStrings(name, shape, n, bytes, entry.getCrc32C());
-      }
+      Tensor[] read = new Tensor[1];
+      readTensor(name, entry, streams, in -> {
+        byte[] bytes = new byte[Math.toIntExact(entry.getSize())];
+        int crc = readWithCrc(in, bytes);
+        if (entry.getDtype() == DataType.DT_STRING) {
+          read[0] = decodeStrings(name, shape, n, bytes, entry.getCrc32C());
+        } else {
+          checkCrc(name, entry, crc, "");
+          read[0] = new Tensor(entry.getDtype(), shape, bytes, null);
+        }
+      });
+      return read[0];
+    }
+
+    private void checkCrc(String name, BundleEntryProto entry, int crc, String consequence) throws IOException {
       if (crc != Crc32c.unmask(entry.getCrc32C())) {
+        Path file = dataFile(prefix, entry.getShardId(), shards);
         throw new IOException("Checksum does not match for " + name + " in " + file + ": stored "
-            + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated " + Integer.toUnsignedString(crc));
+            + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated "
+            + Integer.toUnsignedString(crc) + consequence);
       }
-      return new Tensor(entry.getDtype(), shape, bytes, null);
+    }
+
+    /** Reads one tensor's bytes from a stream positioned at them, checking them against the entry's CRC. */
+    private interface TensorCopy {
+      void from(FSDataInputStream in) throws IOException;
     }
 
     /**
-     * Every tensor, in key order. The data files are read front to back, in parts by one stream
-     * each (sequential reads are several times faster than positioned ones on HDFS).
+     * Reads one tensor with {@code copy} from this thread's stream on its data file, opened through
+     * {@link CheckpointClient}, which skips HDFS's per-chunk checksums since the tensor's own
+     * CRC32C covers the same bytes. When that read fails (its CRC does not match, the replica ends
+     * early), the tensor is read once more through the caller's client, which verifies HDFS's
+     * checksums and so moves to a good replica when one is corrupt; when that fails too, the error
+     * names the tensor and both causes.
      */
+    private void readTensor(String name, BundleEntryProto entry, Map<Integer, FSDataInputStream> streams,
+        TensorCopy copy) throws IOException {
+      Path file = dataFile(prefix, entry.getShardId(), shards);
+      TensorCopy whole = in -> {
+        try {
+          copy.from(in);
+        } catch (java.io.EOFException e) {
+          throw new IOException(file + " ends before the " + entry.getSize() + " bytes of " + name + " at offset "
+              + entry.getOffset() + ": the checkpoint is incomplete or corrupt", e);
+        }
+      };
+      try {
+        whole.from(stream(entry, streams));
+      } catch (java.io.InterruptedIOException e) {
+        throw e;
+      } catch (IOException fast) {
+        if (client == fs) {
+          throw fast;
+        }
+        log.warn("reading {} without HDFS's checksums failed ({}); reading it again with them", name,
+            fast.getMessage());
+        try (FSDataInputStream in = fs.open(file)) {
+          in.seek(entry.getOffset());
+          whole.from(in);
+        } catch (java.io.InterruptedIOException e) {
+          throw e;
+        } catch (IOException verified) {
+          throw new IOException(fast.getMessage() + "; read again with HDFS's checksums: " + verified.getMessage(),
+              verified);
+        }
+      }
+    }
+
+    /** Every tensor, in key order; the data files are read front to back. */
     public Map<String, Tensor> readAll() throws IOException {
-      Map<String, Tensor> byName = new java.util.concurrent.ConcurrentHashMap<>();
-      inParts(new ArrayList<>(entries.keySet()), (name, streams) -> byName.put(name, read(name, streams)));
+      Map<String, Tensor> byName = new java.util.HashMap<>();
+      inFileOrder(new ArrayList<>(entries.keySet()), (name, streams) -> byName.put(name, read(name, streams)));
       Map<String, Tensor> all = new LinkedHashMap<>();
       entries.keySet().forEach(name -> all.put(name, byName.get(name)));
       return all;
@@ -287,7 +336,7 @@ public final class Bundle {
               + Tensor.dtypeName(wanted) + " values");
         }
       }
-      inParts(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
+      inFileOrder(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
     }
 
     /** This thread's stream on the entry's data file, at the entry's offset. */
@@ -295,7 +344,7 @@ public final class Bundle {
         throws IOException {
       FSDataInputStream in = streams.get(entry.getShardId());
       if (in == null) {
-        in = fs.open(dataFile(prefix, entry.getShardId(), shards));
+        in = client.open(dataFile(prefix, entry.getShardId(), shards));
         streams.put(entry.getShardId(), in);
       }
       if (in.getPos() != entry.getOffset()) {
@@ -310,48 +359,12 @@ public final class Bundle {
     }
 
     /**
-     * Reads the tensors in file order; a large read is split into {@link #READ_STREAMS} parts of
-     * about equal size, each read front to back by its own stream, since one stream cannot keep
-     * both the network (or disk) and the copying into memory busy.
+     * Reads the tensors in file order, with one stream per data file: sequential reads are several
+     * times faster than positioned ones on HDFS.
      */
-    private void inParts(List<String> names, PerTensor each) throws IOException {
-      if (names.isEmpty()) {
-        return;
-      }
+    private void inFileOrder(List<String> names, PerTensor each) throws IOException {
       names.sort(java.util.Comparator.comparingInt((String n) -> entries.get(n).getShardId())
           .thenComparingLong(n -> entries.get(n).getOffset()));
-      long total = names.stream().mapToLong(n -> entries.get(n).getSize()).sum();
-      int parts = total < PARALLEL_READ_BYTES ? 1 : Math.min(READ_STREAMS, names.size());
-      List<List<String>> split = new ArrayList<>();
-      long done = 0;
-      int from = 0;
-      for (int i = 0; i < names.size(); i++) {
-        done += entries.get(names.get(i)).getSize();
-        boolean full = split.size() < parts - 1 && done * parts >= total * (split.size() + 1);
-        if (full || i == names.size() - 1) {
-          split.add(names.subList(from, i + 1));
-          from = i + 1;
-        }
-      }
-      List<Future<Void>> others = new ArrayList<>();
-      for (List<String> part : split.subList(1, split.size())) {
-        others.add(IoThreads.start(() -> {
-          inOrder(part, each);
-          return null;
-        }));
-      }
-      try {
-        inOrder(split.get(0), each);
-      } catch (IOException | RuntimeException e) {
-        others.forEach(IoThreads::awaitQuietly);
-        throw e;
-      }
-      for (Future<Void> other : others) {
-        IoThreads.await(other);
-      }
-    }
-
-    private void inOrder(List<String> names, PerTensor each) throws IOException {
       Map<Integer, FSDataInputStream> streams = new java.util.HashMap<>();
       try {
         for (String name : names) {
@@ -367,7 +380,7 @@ public final class Bundle {
     /** Streams a tensor through a small buffer into its array, checking the CRC on the way. */
     private final class ChunkedCopy implements PerTensor {
       private final Map<String, ?> arrays;
-      private final ThreadLocal<byte[]> chunks = ThreadLocal.withInitial(() -> new byte[CHUNK]);
+      private final byte[] chunk = new byte[CHUNK];
 
       ChunkedCopy(Map<String, ?> arrays) {
         this.arrays = arrays;
@@ -376,9 +389,11 @@ public final class Bundle {
       @Override
       public void read(String name, Map<Integer, FSDataInputStream> streams) throws IOException {
         BundleEntryProto entry = entries.get(name);
-        FSDataInputStream in = stream(entry, streams);
+        readTensor(name, entry, streams, in -> copy(name, entry, in));
+      }
+
+      private void copy(String name, BundleEntryProto entry, FSDataInputStream in) throws IOException {
         Object array = arrays.get(name);
-        byte[] chunk = chunks.get();
         ByteBuffer bytes = ByteBuffer.wrap(chunk).order(ByteOrder.LITTLE_ENDIAN);
         java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
         int element = Tensor.elementSize(entry.getDtype());
@@ -401,11 +416,7 @@ public final class Bundle {
           at += n;
           left -= len;
         }
-        if ((int) crc.getValue() != Crc32c.unmask(entry.getCrc32C())) {
-          throw new IOException("Checksum does not match for " + name + " in " + prefix + ": stored "
-              + Integer.toUnsignedString(Crc32c.unmask(entry.getCrc32C())) + " vs. calculated "
-              + Integer.toUnsignedString((int) crc.getValue()) + "; the restored array holds partial values");
-        }
+        checkCrc(name, entry, (int) crc.getValue(), "; the restored array holds partial values");
       }
     }
 

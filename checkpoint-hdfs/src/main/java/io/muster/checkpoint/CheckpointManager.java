@@ -243,7 +243,7 @@ public final class CheckpointManager {
       state.addAllModelCheckpointPaths(m.name()).addAllModelCheckpointTimestamps(m.timestamp());
     }
     Path temp = new Path(directory, STATE_FILE + ".tmp" + UUID.randomUUID().toString().replace("-", ""));
-    try (OutputStream out = fs.create(temp, true)) {
+    try (OutputStream out = CheckpointClient.of(fs).create(temp, true)) {
       out.write(TextFormat.printer().printToString(state.build()).getBytes(StandardCharsets.UTF_8));
     } catch (IOException e) {
       fs.delete(temp, false);

@@ -8,10 +8,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * Threads for a save's small files (index, state), written while the caller writes the data file,
- * and for the second half of a large restore. On HDFS every file's close waits for the namenode to
- * complete it, which polls with a 400 ms initial back-off when the datanode's block report is
- * late; files written one after another pay it one after another, files written at once pay it once.
+ * Threads for a save's small files (index, state), written while the caller writes the data file.
+ * On HDFS every file's close waits for the namenode to complete it, which polls (see
+ * {@link CheckpointClient}) when the datanode's block report is late; files written one after
+ * another pay that wait one after another, files written at once pay it once.
  */
 final class IoThreads {
   private IoThreads() {}

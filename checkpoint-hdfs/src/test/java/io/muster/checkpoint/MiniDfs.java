@@ -6,19 +6,29 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 
-/** A one-datanode HDFS on 127.0.0.1 for a test class; its files live under target/. */
+/** An HDFS on 127.0.0.1 for a test class, one datanode unless asked; its files live under target/. */
 final class MiniDfs implements AutoCloseable {
   private final MiniDFSCluster cluster;
 
   MiniDfs(String name) throws IOException {
+    this(name, 1);
+  }
+
+  MiniDfs(String name, int dataNodes) throws IOException {
     Configuration conf = new Configuration();
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File("target/minidfs-" + name).getAbsolutePath());
     conf.set("dfs.namenode.http-address", "127.0.0.1:0");
     conf.set("dfs.datanode.address", "127.0.0.1:0");
     conf.set("dfs.datanode.http.address", "127.0.0.1:0");
     conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
-    cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).build();
+    // a client that finds no good replica tries again after ~10 ms, not ~3 s
+    conf.setInt("dfs.client.retry.window.base", 10);
+    cluster = new MiniDFSCluster.Builder(conf).numDataNodes(dataNodes).build();
     cluster.waitActive();
+  }
+
+  MiniDFSCluster cluster() {
+    return cluster;
   }
 
   FileSystem fileSystem() throws IOException {
