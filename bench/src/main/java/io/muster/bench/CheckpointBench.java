@@ -1,5 +1,6 @@
 package io.muster.bench;
 
+import io.muster.checkpoint.CheckpointClient;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.checkpoint.WritePolicy;
@@ -22,14 +23,18 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * {@code muster bench checkpoint [MiB...]}: checkpoint save and restore throughput to a one-node
  * MiniDFSCluster, as a ratio to writing and reading the same bytes with a plain
  * {@code FileSystem.create}/{@code open} stream in the same run. Each model is split into 8 MiB
- * float32 tensors; each figure is the median (and the best) of 8 rounds after one warm-up round, the
- * checkpoint written first in every other round. A second read baseline reads the same stream into
- * a new array per tensor, which is what any restore returning tensors has to do; restore-into
- * restores into arrays the process already has, as TensorFlow restores into existing variables.
+ * float32 tensors. Each round ({@value #ROUNDS}, after one warm-up round) saves once and writes the
+ * plain file once through the caller's client and once through {@link CheckpointClient}, then
+ * reads {@value #READS} times each: the plain file into one reused buffer, the plain file into a
+ * new array per tensor (what any restore returning tensors has to do), {@code restore}, and
+ * {@code restoreInto} (into arrays the process already has, as TensorFlow restores into existing
+ * variables). Throughput is over the median time; a ratio is the median over the rounds of the
+ * round's own ratio.
  */
 final class CheckpointBench {
   private static final int TENSOR_BYTES = 8 << 20;
-  private static final int ROUNDS = 8;
+  private static final int ROUNDS = 9;
+  private static final int READS = 5;
 
   private CheckpointBench() {}
 
@@ -43,9 +48,6 @@ final class CheckpointBench {
     conf.set("dfs.datanode.address", "127.0.0.1:0");
     conf.set("dfs.datanode.http.address", "127.0.0.1:0");
     conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
-    if (System.getenv("MUSTER_BENCH_COMPLETE_DELAY_MS") != null) {
-      conf.set("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", System.getenv("MUSTER_BENCH_COMPLETE_DELAY_MS"));
-    }
     MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).build();
     try {
       cluster.waitActive();
@@ -71,92 +73,128 @@ final class CheckpointBench {
       model.put("layer" + i + "/kernel", Tensor.ofFloats(new long[] {values.length}, values));
       variables.put("layer" + i + "/kernel", new float[values.length]);
     }
-    List<Double> plainWrite = new ArrayList<>();
-    List<Double> saveWrite = new ArrayList<>();
-    List<Double> plainRead = new ArrayList<>();
-    List<Double> freshRead = new ArrayList<>();
-    List<Double> restore = new ArrayList<>();
-    List<Double> restoreInto = new ArrayList<>();
+    Timings timings = new Timings();
+    FileSystem checkpointClient = CheckpointClient.of(fs);
     for (int round = -1; round < ROUNDS; round++) { // round -1 warms up the JIT and the HDFS pipeline
       Path dir = new Path("/bench-" + mib + "-" + round);
       Path plain = new Path(dir, "plain.bin");
       CheckpointManager manager = new CheckpointManager(fs, new Path(dir, "ckpt"), WritePolicy.SINGLE_WORKER,
           CheckpointManager.Options.DEFAULTS);
-      // Whichever writes second pays for the first one's dirty pages: alternate the order.
-      Path saved = null;
-      for (boolean checkpointFirst : round % 2 == 0 ? new boolean[] {true, false} : new boolean[] {false, true}) {
-        long t0 = System.nanoTime();
-        if (checkpointFirst) {
-          saved = manager.save(model);
-          record(saveWrite, round, t0);
-        } else {
-          try (FSDataOutputStream out = fs.create(plain, true)) {
-            for (Tensor t : model.values()) {
-              out.write(t.data());
-            }
-          }
-          record(plainWrite, round, t0);
+      Path[] saved = new Path[1];
+      // The second plain stream goes through the client checkpoints use (CheckpointClient): the
+      // save's ratio to it is what the format costs, its ratio to the first what the client saves.
+      Map<String, Timed> writes = new LinkedHashMap<>();
+      writes.put("save", () -> saved[0] = manager.save(model));
+      writes.put("plain_write", () -> writePlain(fs, plain, model));
+      writes.put("plain_write_checkpoint_client",
+          () -> writePlain(checkpointClient, new Path(dir, "plain-2.bin"), model));
+      timings.run(writes, round, 0);
+      Map<String, Timed> reads = new LinkedHashMap<>();
+      reads.put("plain_read", () -> readPlain(fs, plain));
+      reads.put("fresh_read", () -> readFresh(fs, plain, model.size()));
+      reads.put("restore", () -> {
+        if (manager.restore(saved[0]).size() != model.size()) {
+          throw new IllegalStateException("restore returned a different number of tensors");
         }
+      });
+      reads.put("restore_into", () -> manager.restoreInto(saved[0], variables));
+      for (int rep = 0; rep < READS; rep++) {
+        timings.run(reads, round, rep);
       }
-      long t0 = System.nanoTime();
-      byte[] buffer = new byte[TENSOR_BYTES];
-      try (InputStream in = fs.open(plain)) {
-        while (in.readNBytes(buffer, 0, buffer.length) > 0) {
-          // read everything
-        }
-      }
-      record(plainRead, round, t0);
-      // the same read into a new array per tensor, as any restore that returns tensors must
-      t0 = System.nanoTime();
-      List<byte[]> fresh = new ArrayList<>();
-      try (InputStream in = fs.open(plain)) {
-        for (int k = 0; k < model.size(); k++) {
-          fresh.add(in.readNBytes(TENSOR_BYTES));
-        }
-      }
-      record(freshRead, round, t0);
-      fresh.clear();
-      t0 = System.nanoTime();
-      Map<String, Tensor> back = manager.restore(saved);
-      record(restore, round, t0);
-      if (back.size() != model.size()) {
-        throw new IllegalStateException("restored " + back.size() + " of " + model.size() + " tensors");
-      }
-      back = null;
-      t0 = System.nanoTime();
-      manager.restoreInto(saved, variables);
-      record(restoreInto, round, t0);
       fs.delete(dir, true);
     }
     double mb = bytes / 1e6;
     Map<String, Object> line = new LinkedHashMap<>();
     line.put("bench", "checkpoint");
     line.put("model_mib", mib);
-    line.put("save_mb_s", round(mb / Bench.median(saveWrite)));
-    line.put("plain_write_mb_s", round(mb / Bench.median(plainWrite)));
-    line.put("save_ratio", round(Bench.median(plainWrite) / Bench.median(saveWrite)));
-    line.put("save_ratio_best", round(best(plainWrite) / best(saveWrite)));
-    line.put("restore_mb_s", round(mb / Bench.median(restore)));
-    line.put("plain_read_mb_s", round(mb / Bench.median(plainRead)));
-    line.put("restore_ratio", round(Bench.median(plainRead) / Bench.median(restore)));
-    line.put("restore_ratio_best", round(best(plainRead) / best(restore)));
-    line.put("restore_into_mb_s", round(mb / Bench.median(restoreInto)));
-    line.put("restore_into_ratio", round(Bench.median(plainRead) / Bench.median(restoreInto)));
-    line.put("restore_into_ratio_best", round(best(plainRead) / best(restoreInto)));
-    line.put("fresh_read_mb_s", round(mb / Bench.median(freshRead)));
-    line.put("restore_to_fresh_read_ratio", round(Bench.median(freshRead) / Bench.median(restore)));
+    for (String name : timings.names()) {
+      line.put(name + "_mb_s", round(mb / timings.median(name)));
+    }
+    line.put("save_ratio", timings.ratio("plain_write", "save"));
+    line.put("save_to_checkpoint_client_ratio", timings.ratio("plain_write_checkpoint_client", "save"));
+    line.put("restore_ratio", timings.ratio("plain_read", "restore"));
+    line.put("restore_into_ratio", timings.ratio("plain_read", "restore_into"));
+    line.put("restore_to_fresh_read_ratio", timings.ratio("fresh_read", "restore"));
     System.out.println(Json.write(line));
     System.out.flush();
   }
 
-  private static void record(List<Double> times, int round, long start) {
-    if (round >= 0) {
-      times.add((System.nanoTime() - start) / 1e9);
+  /**
+   * Seconds per measurement and round. Ratios pair each round's baseline with the same round's
+   * measurement (these machines drift over a run) and are the median over the rounds.
+   */
+  private static final class Timings {
+    private final Map<String, List<List<Double>>> seconds = new LinkedHashMap<>();
+
+    /**
+     * Runs each once, in an order that rotates with the round and {@code turn} so that each
+     * follows each other equally often (whichever writes later pays for the earlier ones' dirty
+     * pages); a collection before each keeps one's garbage out of the next one's time.
+     */
+    void run(Map<String, Timed> timed, int round, int turn) throws IOException {
+      List<String> names = new ArrayList<>(timed.keySet());
+      for (int k = 0; k < names.size(); k++) {
+        String name = names.get((k + turn + Math.max(round, 0)) % names.size());
+        System.gc();
+        long start = System.nanoTime();
+        timed.get(name).run();
+        double elapsed = (System.nanoTime() - start) / 1e9;
+        if (round >= 0) {
+          List<List<Double>> rounds = seconds.computeIfAbsent(name, n -> new ArrayList<>());
+          while (rounds.size() <= round) {
+            rounds.add(new ArrayList<>());
+          }
+          rounds.get(round).add(elapsed);
+        }
+      }
+    }
+
+    java.util.Set<String> names() {
+      return seconds.keySet();
+    }
+
+    double median(String name) {
+      return Bench.median(seconds.get(name).stream().flatMap(List::stream).toList());
+    }
+
+    double ratio(String baseline, String measured) {
+      List<Double> perRound = new ArrayList<>();
+      for (int r = 0; r < seconds.get(baseline).size(); r++) {
+        perRound.add(Bench.median(seconds.get(baseline).get(r)) / Bench.median(seconds.get(measured).get(r)));
+      }
+      return round(Bench.median(perRound));
     }
   }
 
-  private static double best(List<Double> values) {
-    return values.stream().mapToDouble(Double::doubleValue).min().orElseThrow();
+  private interface Timed {
+    void run() throws IOException;
+  }
+
+  private static void writePlain(FileSystem fs, Path file, Map<String, Tensor> model) throws IOException {
+    try (FSDataOutputStream out = fs.create(file, true)) {
+      for (Tensor t : model.values()) {
+        out.write(t.data());
+      }
+    }
+  }
+
+  private static void readPlain(FileSystem fs, Path file) throws IOException {
+    byte[] buffer = new byte[TENSOR_BYTES];
+    try (InputStream in = fs.open(file)) {
+      while (in.readNBytes(buffer, 0, buffer.length) > 0) {
+        // read everything into one reused buffer
+      }
+    }
+  }
+
+  /** The same read into a new array per tensor, as any restore that returns tensors must. */
+  private static void readFresh(FileSystem fs, Path file, int tensors) throws IOException {
+    List<byte[]> fresh = new ArrayList<>();
+    try (InputStream in = fs.open(file)) {
+      for (int k = 0; k < tensors; k++) {
+        fresh.add(in.readNBytes(TENSOR_BYTES));
+      }
+    }
   }
 
   private static double round(double v) {
