@@ -29,7 +29,8 @@ import org.apache.hadoop.security.UserGroupInformation;
  *       is corrupt (HBase reads its HFiles the same way).
  * </ul>
  *
- * <p>Other file systems are used as given. The client is made once per namenode and user and
+ * <p>Other file systems, and a client made for another user than the current one, are used as
+ * given. The client is made once per namenode and user and
  * lives as long as the JVM, like the clients in Hadoop's own cache, but outside that cache so that
  * {@code FileSystem.closeAll()} does not close it under a save.
  */
@@ -49,7 +50,12 @@ public final class CheckpointClient {
     if (fs.getClass() != DistributedFileSystem.class) {
       return fs;
     }
-    Key key = new Key(fs.getUri(), UserGroupInformation.getCurrentUser());
+    UserGroupInformation user = UserGroupInformation.getCurrentUser();
+    if (!fs.getHomeDirectory().getName().equals(user.getShortUserName())) {
+      // made inside another user's doAs: a client made here would act as the wrong user
+      return fs;
+    }
+    Key key = new Key(fs.getUri(), user);
     try {
       return CLIENTS.computeIfAbsent(key, k -> {
         try {

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.File;
 import java.io.IOException;
 import java.io.RandomAccessFile;
+import java.security.PrivilegedExceptionAction;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
@@ -16,6 +17,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DFSTestUtil;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
+import org.apache.hadoop.security.UserGroupInformation;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -120,6 +122,15 @@ class CheckpointClientTest {
     assertEquals(13, conf.getInt("dfs.client.block.write.locateFollowingBlock.retries", -1));
     FileSystem local = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     assertSame(local, CheckpointClient.of(local));
+    // a client made for another user is used as given outside that user's doAs, and gets a
+    // checkpoint client of its own inside it
+    UserGroupInformation alice = UserGroupInformation.createRemoteUser("alice");
+    FileSystem alices = alice.doAs((PrivilegedExceptionAction<FileSystem>) () -> FileSystem.newInstance(fs.getUri(),
+        fs.getConf()));
+    assertSame(alices, CheckpointClient.of(alices));
+    FileSystem alicesClient = alice.doAs((PrivilegedExceptionAction<FileSystem>) () -> CheckpointClient.of(alices));
+    assertTrue(alicesClient != alices && alicesClient != client, "alice's own checkpoint client");
+    alices.close();
     // Hadoop's FileSystem.closeAll() closes the caller's client, not the checkpoint client
     FileSystem.closeAll();
     fs = hdfs.fileSystem();
