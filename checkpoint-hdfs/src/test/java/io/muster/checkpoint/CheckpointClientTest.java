@@ -23,9 +23,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The checkpoint client reads without HDFS's checksums and relies on each tensor's CRC32C: a
- * corrupt replica must still be read around, and a tensor corrupt in every replica must be an
- * error that names it.
+ * The checkpoint client: its closes poll the namenode soon, it is one per namenode and user, and
+ * it reads without HDFS's checksums, relying on each tensor's CRC32C, so a corrupt replica must
+ * still be read around and a tensor corrupt in every replica must be an error that names it.
  */
 class CheckpointClientTest {
   private static MiniDfs hdfs;
@@ -114,12 +114,16 @@ class CheckpointClientTest {
 
   @Test
   void closesPollTheNamenodeFromTwoMillisecondsWithAtLeastTheConfiguredPatience() throws Exception {
-    FileSystem client = CheckpointClient.of(fs);
-    assertSame(client, CheckpointClient.of(fs));
-    Configuration conf = client.getConf();
+    Configuration conf = CheckpointClient.of(fs).getConf();
     assertEquals(2, conf.getInt("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", -1));
     // the default 400 ms doubled 5 times waits 12.4 s in all; 2 ms doubled 13 times, 16.4 s
     assertEquals(13, conf.getInt("dfs.client.block.write.locateFollowingBlock.retries", -1));
+  }
+
+  @Test
+  void oneClientPerNamenodeAndUserWhichFileSystemCloseAllLeavesOpen() throws Exception {
+    FileSystem client = CheckpointClient.of(fs);
+    assertSame(client, CheckpointClient.of(fs));
     FileSystem local = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     assertSame(local, CheckpointClient.of(local));
     // a client made for another user is used as given outside that user's doAs, and gets a
