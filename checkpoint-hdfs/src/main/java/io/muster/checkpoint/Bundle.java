@@ -196,14 +196,13 @@ public final class Bundle {
   /** An opened checkpoint: its entries in key order; tensors are read on demand. */
   public static final class Reader {
     private final FileSystem fs;
-    private final FileSystem client;
+    private FileSystem client; // made on the first data read: listing the entries needs none
     private final Path prefix;
     private final int shards;
     private final LinkedHashMap<String, BundleEntryProto> entries = new LinkedHashMap<>();
 
-    private Reader(FileSystem fs, Path prefix, int shards) throws IOException {
+    private Reader(FileSystem fs, Path prefix, int shards) {
       this.fs = fs;
-      this.client = CheckpointClient.of(fs);
       this.prefix = prefix;
       this.shards = shards;
     }
@@ -282,7 +281,7 @@ public final class Bundle {
       } catch (java.io.InterruptedIOException e) {
         throw e;
       } catch (IOException fast) {
-        if (client == fs) {
+        if (client() == fs) {
           throw fast;
         }
         log.warn("reading {} without HDFS's checksums failed ({}); reading it again with them", name,
@@ -339,12 +338,19 @@ public final class Bundle {
       inFileOrder(new ArrayList<>(arrays.keySet()), new ChunkedCopy(arrays));
     }
 
+    private FileSystem client() throws IOException {
+      if (client == null) {
+        client = CheckpointClient.of(fs);
+      }
+      return client;
+    }
+
     /** This thread's stream on the entry's data file, at the entry's offset. */
     private FSDataInputStream stream(BundleEntryProto entry, Map<Integer, FSDataInputStream> streams)
         throws IOException {
       FSDataInputStream in = streams.get(entry.getShardId());
       if (in == null) {
-        in = client.open(dataFile(prefix, entry.getShardId(), shards));
+        in = client().open(dataFile(prefix, entry.getShardId(), shards));
         streams.put(entry.getShardId(), in);
       }
       if (in.getPos() != entry.getOffset()) {
