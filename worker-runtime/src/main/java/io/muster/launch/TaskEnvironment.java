@@ -1,0 +1,56 @@
+package io.muster.launch;
+
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.JobToken;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * What every launcher tells an external command about its task, in environment variables:
+ *
+ * <ul>
+ *   <li>{@code TF_CONFIG}: the gang's cluster and this task ({@link Gang#tfConfig});
+ *   <li>{@code CUDA_VISIBLE_DEVICES}: this task's GPUs, empty when it has none (so it cannot take
+ *       another task's);
+ *   <li>{@code MUSTER_TASK_TYPE}, {@code MUSTER_TASK_INDEX}; {@code MUSTER_NUM_WORKERS}, the chief and
+ *       workers (ps and evaluator tasks are not counted); {@code MUSTER_IS_CHIEF}, TensorFlow's
+ *       {@code is_chief} ({@code true}/{@code false}); {@code MUSTER_ATTEMPT} (0, 1, … as the gang is re-run);
+ *   <li>{@code MUSTER_WORK_DIR}, a private directory deleted when the task ends, and
+ *       {@code MUSTER_RESULT_FILE} in it, where the chief may leave its result;
+ *   <li>{@code MUSTER_OUTPUT_DIR}, when the job has one; {@code MUSTER_JOB_TOKEN}, the job's secret
+ *       (Muster's own runtime in the command needs it).
+ * </ul>
+ */
+public final class TaskEnvironment {
+
+  public static final String RESULT_FILE = "result";
+
+  private TaskEnvironment() {}
+
+  public static Map<String, String> of(Gang gang, int member, int attempt, List<String> gpus, Path workDir,
+      Optional<String> outputDir, JobToken token) {
+    TaskId task = gang.task(member);
+    Map<String, String> env = new LinkedHashMap<>();
+    env.put(TfConfig.ENV, gang.tfConfig(member).toJson());
+    env.put("CUDA_VISIBLE_DEVICES", String.join(",", gpus));
+    env.put("MUSTER_TASK_TYPE", task.job());
+    env.put("MUSTER_TASK_INDEX", Integer.toString(task.index()));
+    env.put("MUSTER_NUM_WORKERS", Integer.toString(gang.spec().trainers()));
+    env.put("MUSTER_IS_CHIEF", Boolean.toString(gang.isChief(member)));
+    env.put("MUSTER_ATTEMPT", Integer.toString(attempt));
+    env.put("MUSTER_WORK_DIR", workDir.toString());
+    env.put("MUSTER_RESULT_FILE", workDir.resolve(RESULT_FILE).toString());
+    outputDir.ifPresent(dir -> env.put("MUSTER_OUTPUT_DIR", dir));
+    env.put(JobToken.ENV, token.value());
+    return env;
+  }
+
+  /** Variables Muster sets for every task, which a user's own environment may not override. */
+  public static boolean isReserved(String variable) {
+    return variable.equals(TfConfig.ENV) || variable.equals("CUDA_VISIBLE_DEVICES") || variable.startsWith("MUSTER_");
+  }
+}
