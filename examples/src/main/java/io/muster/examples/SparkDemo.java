@@ -9,12 +9,12 @@ import io.muster.spark.TrainContext;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import io.muster.summary.SummaryWriter;
 import java.io.Serializable;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -93,10 +93,13 @@ public final class SparkDemo {
     }
   }
 
-  /** An absolute URI with a trailing slash: a Hadoop URI as given, a local path made absolute. */
+  /** An absolute URI: a Hadoop URI as given, a local path made absolute ({@code file:///…}, no trailing slash). */
   static String outputUri(String out) {
-    String uri = out.matches("[a-zA-Z][a-zA-Z0-9+.-]*:.*") ? out : Path.of(out).toAbsolutePath().toUri().toString();
-    return uri.endsWith("/") ? uri : uri + "/";
+    if (out.matches("[a-zA-Z][a-zA-Z0-9+.-]*:.*")) {
+      return out;
+    }
+    String uri = java.nio.file.Path.of(out).toAbsolutePath().normalize().toUri().toString();
+    return uri.endsWith("/") && !uri.equals("file:///") ? uri.substring(0, uri.length() - 1) : uri;
   }
 
   public static Result run(SparkSession spark, Options options) {
@@ -136,14 +139,15 @@ public final class SparkDemo {
     ordered[features.length] = "label"; // rows reach the tasks as features..., label
     SyntheticBlobs test = toArrays(heldOutRows.select(column(ordered)).collectAsList(), features.length, mean, scale,
         classes);
-    String outDir = outputUri(options.out());
+    Path outDir = new Path(outputUri(options.out()));
 
     Weights weights = BarrierTrainer.builder().numWorkers(workers).maxAttempts(2).build().fit(
         train.select(column(ordered)), ctx -> train(ctx, features.length, classes, mean, scale, test, outDir, options));
     SoftmaxModel model = new SoftmaxModel(features.length, classes);
     System.arraycopy(weights.weights(), 0, model.weights, 0, model.weights.length);
     System.arraycopy(weights.bias(), 0, model.bias, 0, model.bias.length);
-    return new Result(model.accuracy(test), test.rows(), outDir + "ckpt", outDir + "logs", weights.attempt() + 1,
+    return new Result(model.accuracy(test), test.rows(), new Path(outDir, "ckpt").toString(),
+        new Path(outDir, "logs").toString(), weights.attempt() + 1,
         weights.resumedAtEpoch());
   }
 
@@ -152,7 +156,7 @@ public final class SparkDemo {
   }
 
   private static Weights train(TrainContext<Row> ctx, int features, int classes, float[] mean, float[] scale,
-      SyntheticBlobs test, String out, Options options) throws Exception {
+      SyntheticBlobs test, Path out, Options options) throws Exception {
     int epochs = options.epochs();
     int globalBatch = options.globalBatch();
     MultiWorkerMirroredStrategy strategy = ctx.strategy();
@@ -169,7 +173,8 @@ public final class SparkDemo {
     }
 
     SoftmaxModel model = new SoftmaxModel(features, classes);
-    BackupAndRestore backup = ctx.backupAndRestore(out + "backup", BackupAndRestore.EVERY_EPOCH);
+    BackupAndRestore backup = ctx.backupAndRestore(new Path(out, "backup"),
+        BackupAndRestore.EVERY_EPOCH);
     var resume = backup.restore(steps);
     int firstEpoch = 0;
     if (resume.isPresent()) {
@@ -178,8 +183,9 @@ public final class SparkDemo {
       System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
     }
     strategy.broadcastFromChief(model.variables());
-    CheckpointManager checkpoints = ctx.checkpointManager(out + "ckpt", CheckpointManager.Options.DEFAULTS);
-    try (SummaryWriter summaries = ctx.summaryWriter(out + "logs/train")) {
+    CheckpointManager checkpoints = ctx.checkpointManager(new Path(out, "ckpt"),
+        CheckpointManager.Options.DEFAULTS);
+    try (SummaryWriter summaries = ctx.summaryWriter(new Path(new Path(out, "logs"), "train"))) {
       long start = System.nanoTime();
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
         if (ctx.attempt() == 0 && epoch + 1 == options.crashOnceAtEpoch()) {

@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -24,22 +25,33 @@ import org.apache.spark.sql.SparkSession;
 public final class SparkRun {
   private SparkRun() {}
 
-  private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--data", "", "--out", "",
-      "--gpus-per-worker", "0", "--max-attempts", "1", "--result", "");
+  private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--ps", "0", "--data", "",
+      "--out", "", "--gpus-per-worker", "0", "--max-attempts", "1", "--result", "");
+  private static final Set<String> FLAGS = Set.of("--chief", "--evaluator");
+  private static final String USAGE = "usage: muster spark-run [--workers 4] [--chief] [--ps 0] [--evaluator] "
+      + "[--data FILE.csv|FILE.parquet] [--out DIR] [--gpus-per-worker 0] [--max-attempts 1] [--result FILE] "
+      + "-- COMMAND [ARGS...]";
 
   public static void main(String[] args) throws IOException {
     int dashes = Arrays.asList(args).indexOf("--");
     if (dashes < 0 || dashes == args.length - 1) {
-      System.err.println("usage: muster spark-run [--workers 4] [--data FILE.csv|FILE.parquet] [--out DIR] "
-          + "[--gpus-per-worker 0] [--max-attempts 1] [--result FILE] -- COMMAND [ARGS...]");
+      System.err.println(USAGE);
       System.exit(2);
     }
-    Map<String, String> options = Args.parse(Arrays.copyOfRange(args, 0, dashes), DEFAULTS);
+    Map<String, String> options;
+    BarrierTrainer trainer;
+    try {
+      options = Args.parse(Arrays.copyOfRange(args, 0, dashes), DEFAULTS, FLAGS);
+      trainer = trainer(options);
+    } catch (IllegalArgumentException e) {
+      System.err.println("muster spark-run: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
     List<String> command = Arrays.asList(args).subList(dashes + 1, args.length);
-    int workers = Args.positiveInt(options, "--workers");
     SparkSession.Builder builder = SparkSession.builder().appName("muster-spark-run");
     if (System.getProperty("spark.master") == null) {
-      builder.master("local[" + workers + "]").config("spark.ui.enabled", "false")
+      builder.master("local[" + trainer.gang().size() + "]").config("spark.ui.enabled", "false")
           .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
           .config("spark.barrier.sync.timeout", "300s");
     }
@@ -59,10 +71,17 @@ public final class SparkRun {
     }
   }
 
+  static BarrierTrainer trainer(Map<String, String> options) {
+    boolean chief = Boolean.parseBoolean(options.get("--chief"));
+    return BarrierTrainer.builder().chief(chief)
+        .numWorkers(chief ? Args.nonNegativeInt(options, "--workers") : Args.positiveInt(options, "--workers"))
+        .ps(Args.nonNegativeInt(options, "--ps")).evaluator(Boolean.parseBoolean(options.get("--evaluator")))
+        .maxAttempts(Args.positiveInt(options, "--max-attempts"))
+        .gpusPerWorker(Args.nonNegativeInt(options, "--gpus-per-worker")).build();
+  }
+
   static Optional<byte[]> run(SparkSession spark, Map<String, String> options, List<String> command) {
-    int gpus = options.get("--gpus-per-worker").equals("0") ? 0 : Args.positiveInt(options, "--gpus-per-worker");
-    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(Args.positiveInt(options, "--workers"))
-        .maxAttempts(Args.positiveInt(options, "--max-attempts")).gpusPerWorker(gpus).build();
+    BarrierTrainer trainer = trainer(options);
     ExternalCommand external = ExternalCommand.of(command);
     if (!options.get("--out").isEmpty()) {
       external = external.withOutputDir(SparkDemo.outputUri(options.get("--out")));
@@ -73,6 +92,6 @@ public final class SparkRun {
 
   /** The options with their defaults filled in, for callers other than {@link #main}. */
   static Map<String, String> options(String... args) {
-    return Args.parse(args, DEFAULTS);
+    return Args.parse(args, DEFAULTS, FLAGS);
   }
 }

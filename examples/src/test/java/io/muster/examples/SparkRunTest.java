@@ -48,7 +48,7 @@ class SparkRunTest {
     Files.writeString(csv, rows);
     // every worker checks its shard and its output directory; the chief writes what it saw
     String script = "test -s \"$MUSTER_SCHEMA_FILE\" && test -f \"$MUSTER_DATA_FILES\" || exit 4; "
-        + "[ \"$MUSTER_OUTPUT_DIR\" = \"" + tmp.resolve("out").toUri() + "/\" ] || exit 5; "
+        + "[ \"$MUSTER_OUTPUT_DIR\" = \"" + tmp.resolve("out").toUri() + "\" ] || exit 5; "
         + "if [ \"$MUSTER_IS_CHIEF\" = true ]; then printf '%s of %s' \"$MUSTER_TASK_INDEX\" \"$MUSTER_NUM_WORKERS\" "
         + "> \"$MUSTER_RESULT_FILE\"; fi";
     byte[] result = SparkRun.run(spark, SparkRun.options("--workers", "3", "--data", csv.toString(), "--out",

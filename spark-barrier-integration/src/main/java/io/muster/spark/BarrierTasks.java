@@ -1,5 +1,6 @@
 package io.muster.spark;
 
+import io.muster.cluster.TaskId;
 import java.util.List;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.resource.ResourceInformation;
@@ -16,13 +17,13 @@ final class BarrierTasks {
   }
 
   /** The CUDA devices Spark assigned this task, remapped through CUDA_VISIBLE_DEVICES; empty for none. */
-  static List<String> assignedGpus(BarrierTaskContext ctx, int gpusPerWorker) {
+  static List<String> assignedGpus(BarrierTaskContext ctx, TaskId task, int gpusPerWorker) {
     if (gpusPerWorker == 0) {
       return List.of();
     }
     ResourceInformation gpu = ctx.resourcesJMap().get("gpu");
     if (gpu == null || gpu.addresses().length < gpusPerWorker) {
-      throw new IllegalStateException("worker " + ctx.partitionId() + " asked for " + gpusPerWorker
+      throw new IllegalStateException(task + " asked for " + gpusPerWorker
           + " GPU(s) but Spark assigned " + (gpu == null ? "none" : gpu.addresses().length)
           + "; check spark.task.resource.gpu.amount and the executors' GPU discovery script");
     }

@@ -1,19 +1,26 @@
 package io.muster.spark;
 
+import io.muster.cluster.TaskType;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
+import io.muster.launch.GangSpec;
 import io.muster.rpc.JobToken;
 import java.io.Serializable;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.spark.HashPartitioner;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.rdd.RDD;
@@ -23,15 +30,18 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import scala.Tuple2;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
 /**
- * Gang-scheduled training from Spark: the data is repartitioned into {@code numWorkers} shards and
- * a barrier stage of {@code numWorkers} tasks runs the train function on them, together, as
- * workers 0..n-1 of one job ({@link TrainContext}); the chief's result is returned. Or each task
- * runs an external command ({@link #run(Dataset, ExternalCommand)}) with its {@code TF_CONFIG} and
- * its shard as TFRecord files.
+ * Gang-scheduled training from Spark: a barrier stage with one task per member of the gang (by
+ * default {@code numWorkers} workers; with {@link Builder#chief}, {@link Builder#ps} and
+ * {@link Builder#evaluator}, TensorFlow's other roles), the data repartitioned into one shard per
+ * chief and worker. The tasks run the train function together as one job ({@link TrainContext});
+ * the chief's result is returned. Or each task runs an external command
+ * ({@link #run(Dataset, ExternalCommand)}) with its {@code TF_CONFIG} and its shard as TFRecord
+ * files, and the job ends by the launch core's tracked/untracked rule ({@link GangSpec}).
  *
  * <p>{@link Builder#build()} checks every option; {@link #fit} and {@code run} check the Spark application
  * before any task starts (dynamic allocation off, enough task slots for the whole gang at once)
@@ -42,25 +52,24 @@ import scala.reflect.ClassTag$;
  * counting up; a train function using {@link TrainContext#backupAndRestore} resumes where the
  * last backup left it.
  */
-public final class BarrierTrainer implements Serializable {
+public final class BarrierTrainer {
 
-  private static final long serialVersionUID = 1L;
   private static final Logger log = LoggerFactory.getLogger(BarrierTrainer.class);
   /** Longer address-exchange waits than this are warned about (Spark's default is a year). */
   static final long MAX_BARRIER_SYNC_SECONDS = 3600;
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
-  private final int numWorkers;
+  private final GangSpec gang;
   private final int maxAttempts;
   private final int gpusPerWorker;
   private final String host;
-  private final transient CoordinationOptions coordination;
-  private final transient CommunicationOptions communication;
-  private final transient Consumer<CommandLine> commandLogs;
+  private final CoordinationOptions coordination;
+  private final CommunicationOptions communication;
+  private final Consumer<CommandLine> commandLogs;
 
-  private BarrierTrainer(Builder b) {
-    this.numWorkers = b.numWorkers;
+  private BarrierTrainer(Builder b, GangSpec gang) {
+    this.gang = gang;
     this.maxAttempts = b.maxAttempts;
     this.gpusPerWorker = b.gpusPerWorker;
     this.host = b.host;
@@ -73,8 +82,9 @@ public final class BarrierTrainer implements Serializable {
     return new Builder();
   }
 
-  public int numWorkers() {
-    return numWorkers;
+  /** The tasks of the gang: chief, workers, ps tasks, evaluator. */
+  public GangSpec gang() {
+    return gang;
   }
 
   /** Trains on a DataFrame's rows; see {@link #fit(JavaRDD, TrainFunction)}. */
@@ -83,15 +93,24 @@ public final class BarrierTrainer implements Serializable {
   }
 
   /**
-   * Runs the barrier stage and returns the chief's result.
+   * Runs the barrier stage and returns the chief's result. The tasks join through
+   * {@code MultiWorkerMirroredStrategy}, so the gang may have a chief and workers only.
    *
-   * @throws IllegalStateException naming the Spark setting when the application cannot run a gang
-   *     of {@code numWorkers} tasks
+   * @throws IllegalStateException naming the Spark setting when the application cannot run the
+   *     whole gang at once
+   * @throws IllegalArgumentException when the gang has ps or evaluator tasks
    */
   public <T, R extends Serializable> R fit(JavaRDD<T> data, TrainFunction<T, R> fn) {
-    checkApplication(JavaSparkContext.fromSparkContext(data.context()).getConf(), numWorkers, gpusPerWorker);
-    JavaRDD<T> shards = data.repartition(numWorkers);
-    return withRetries(attempt -> runGang(shards, fn, attempt));
+    if (gang.ps() > 0 || gang.evaluators() > 0) {
+      throw new IllegalArgumentException("fit runs MultiWorkerMirroredStrategy, which has no ps or evaluator tasks, "
+          + "but the gang is " + gang + "; run ps and evaluator tasks as an external command "
+          + "(run(…, ExternalCommand)), or drop ps(…) and evaluator(…)");
+    }
+    SparkContext sc = data.context();
+    checkApplication(sc.getConf(), gang.size(), gpusPerWorker);
+    HadoopConfiguration hadoop = new HadoopConfiguration(sc.hadoopConfiguration());
+    JavaRDD<T> shards = shards(data, gang);
+    return withRetries(attempt -> runGang(shards, fn, hadoop, attempt));
   }
 
   /**
@@ -100,8 +119,8 @@ public final class BarrierTrainer implements Serializable {
    */
   public Optional<byte[]> run(SparkSession spark, ExternalCommand command) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
-    JavaRDD<Row> none = jsc.parallelize(List.<Row>of(), numWorkers);
+    checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
+    JavaRDD<Row> none = jsc.parallelize(List.<Row>of(), gang.size());
     return withRetries(attempt -> runCommandGang(none, null, command, attempt));
   }
 
@@ -115,10 +134,9 @@ public final class BarrierTrainer implements Serializable {
    * @throws IllegalArgumentException before any task starts when a column has no tf.train.Feature
    */
   public Optional<byte[]> run(Dataset<Row> data, ExternalCommand command) {
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(data.sparkSession().sparkContext());
-    checkApplication(jsc.getConf(), numWorkers, gpusPerWorker);
+    checkApplication(data.sparkSession().sparkContext().getConf(), gang.size(), gpusPerWorker);
     new RowExamples(data.schema()); // refuses unsupported columns here, on the driver
-    JavaRDD<Row> shards = data.javaRDD().repartition(numWorkers);
+    JavaRDD<Row> shards = shards(data.javaRDD(), gang);
     return withRetries(attempt -> runCommandGang(shards, data.schema(), command, attempt));
   }
 
@@ -133,8 +151,8 @@ public final class BarrierTrainer implements Serializable {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
               + ": " + withoutStackFrames(e.getMessage()), e);
         }
-        log.warn("training attempt {} of {} failed; re-running the whole gang of {}: {}", attempt + 1, maxAttempts,
-            numWorkers, e.toString());
+        log.warn("training attempt {} of {} failed; re-running the whole gang ({}): {}", attempt + 1, maxAttempts,
+            gang, e.toString());
       }
     }
   }
@@ -145,18 +163,19 @@ public final class BarrierTrainer implements Serializable {
     SparkConf conf = shards.context().getConf();
     String driverHost = conf.get("spark.driver.host", "127.0.0.1");
     Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
-    try (CommandLogs.Receiver logs = CommandLogs.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
-        driverHost, token, sink)) {
-      CommandTask task = new CommandTask(command, schema, token, host, logs.address(), attempt, gpusPerWorker);
+    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
+        driverHost, token, sink, gang)) {
+      CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), attempt, gpusPerWorker);
       ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
       List<byte[]> chief = new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
       return chief.stream().findFirst();
     }
   }
 
-  private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, int attempt) {
-    BarrierTask<T, R> task = new BarrierTask<>(fn, newToken(), host, coordination, communication, attempt,
-        gpusPerWorker);
+  private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, HadoopConfiguration hadoop,
+      int attempt) {
+    BarrierTask<T, R> task = new BarrierTask<>(fn, gang, newToken(), host, coordination, communication, hadoop,
+        attempt, gpusPerWorker);
     @SuppressWarnings("unchecked")
     ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
     RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
@@ -165,6 +184,28 @@ public final class BarrierTrainer implements Serializable {
       throw new IllegalStateException("expected one result from the chief, got " + chief.size());
     }
     return chief.get(0);
+  }
+
+  /**
+   * One partition per member of the gang: the rows spread evenly over the chief's and the workers'
+   * partitions (members 0..trainers-1), none on the ps and evaluator tasks' partitions.
+   */
+  static <T> JavaRDD<T> shards(JavaRDD<T> data, GangSpec gang) {
+    if (gang.trainers() == gang.size()) {
+      return data.repartition(gang.size());
+    }
+    int trainers = gang.trainers();
+    JavaPairRDD<Integer, T> keyed = JavaPairRDD.fromJavaRDD(data.mapPartitionsWithIndex((partition, rows) -> {
+      List<Tuple2<Integer, T>> out = new ArrayList<>();
+      int next = partition % trainers; // round robin, each partition starting elsewhere, as repartition does
+      while (rows.hasNext()) {
+        out.add(new Tuple2<>(next, rows.next()));
+        next = (next + 1) % trainers;
+      }
+      return out.iterator();
+    }, false));
+    // Keys are 0..trainers-1 < size, so the hash partitioner sends key k to partition k.
+    return keyed.partitionBy(new HashPartitioner(gang.size())).values();
   }
 
   /** Spark puts the failed task's stack trace into the job's message; the cause stays, its frames go. */
@@ -180,7 +221,7 @@ public final class BarrierTrainer implements Serializable {
   }
 
   /** The pre-flight checks, on the driver, before any task starts. */
-  static void checkApplication(SparkConf conf, int numWorkers, int gpusPerWorker) {
+  static void checkApplication(SparkConf conf, int gangSize, int gpusPerWorker) {
     warnings(conf).forEach(log::warn);
     if (gpusPerWorker > 0) {
       double perTask = conf.getDouble("spark.task.resource.gpu.amount", 0);
@@ -192,13 +233,14 @@ public final class BarrierTrainer implements Serializable {
     }
     if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
       throw new IllegalStateException("spark.dynamicAllocation.enabled is true, but a barrier stage needs its "
-          + numWorkers + " tasks running at once on a fixed set of executors; set spark.dynamicAllocation.enabled=false");
+          + gangSize + " tasks running at once on a fixed set of executors; set spark.dynamicAllocation.enabled=false");
     }
     int slots = taskSlots(conf);
-    if (slots > 0 && numWorkers > slots) {
-      throw new IllegalStateException("numWorkers " + numWorkers + " exceeds the " + slots + " task slots this "
+    if (slots > 0 && gangSize > slots) {
+      throw new IllegalStateException("the gang's " + gangSize + " tasks exceed the " + slots + " task slots this "
           + "application can have at once (master " + conf.get("spark.master", "?") + ", spark.task.cpus "
-          + conf.getInt("spark.task.cpus", 1) + "); lower numWorkers or give the application more executors or cores");
+          + conf.getInt("spark.task.cpus", 1) + "); lower numWorkers (or ps) or give the application more executors "
+          + "or cores");
     }
   }
 
@@ -238,6 +280,10 @@ public final class BarrierTrainer implements Serializable {
   /** Options with defaults that suit most jobs; {@link #build()} checks them. */
   public static final class Builder {
     private int numWorkers = 1;
+    private boolean chief;
+    private int ps;
+    private boolean evaluator;
+    private Set<TaskType> untracked;
     private int maxAttempts = 1;
     private int gpusPerWorker;
     private String host;
@@ -257,8 +303,37 @@ public final class BarrierTrainer implements Serializable {
       return this;
     }
 
+    /** How many {@code worker} tasks (default 1); 0 is allowed beside a chief. */
     public Builder numWorkers(int n) {
       this.numWorkers = n;
+      return this;
+    }
+
+    /** A {@code chief} task besides the workers (member 0; it gets a data shard and returns the result). */
+    public Builder chief(boolean value) {
+      this.chief = value;
+      return this;
+    }
+
+    /** How many {@code ps} tasks (default 0); external-command mode only. */
+    public Builder ps(int n) {
+      this.ps = n;
+      return this;
+    }
+
+    /** An {@code evaluator} task (in no other task's cluster); external-command mode only. */
+    public Builder evaluator(boolean value) {
+      this.evaluator = value;
+      return this;
+    }
+
+    /**
+     * The task types that do not end the job (their commands are ended once the tracked tasks are
+     * done); default {@link GangSpec#defaultUntracked}: ps and evaluator, and worker when there are
+     * a chief and ps tasks.
+     */
+    public Builder untracked(Set<TaskType> types) {
+      this.untracked = Set.copyOf(types);
       return this;
     }
 
@@ -291,9 +366,16 @@ public final class BarrierTrainer implements Serializable {
     }
 
     public BarrierTrainer build() {
-      if (numWorkers < 1) {
-        throw new IllegalArgumentException("numWorkers must be >= 1, was " + numWorkers);
+      if (numWorkers < (chief ? 0 : 1)) {
+        throw new IllegalArgumentException("numWorkers must be >= " + (chief ? 0 : 1) + ", was " + numWorkers);
       }
+      if (ps < 0) {
+        throw new IllegalArgumentException("ps must be >= 0, was " + ps);
+      }
+      int chiefs = chief ? 1 : 0;
+      int evaluators = evaluator ? 1 : 0;
+      GangSpec gang = untracked == null ? GangSpec.of(chiefs, numWorkers, ps, evaluators)
+          : new GangSpec(chiefs, numWorkers, ps, evaluators, untracked);
       if (gpusPerWorker < 0) {
         throw new IllegalArgumentException("gpusPerWorker must be >= 0, was " + gpusPerWorker);
       }
@@ -310,7 +392,7 @@ public final class BarrierTrainer implements Serializable {
         throw new IllegalArgumentException("communication timeout is taken from the coordination heartbeat "
             + "timeout on Spark; leave CommunicationOptions.timeout empty");
       }
-      return new BarrierTrainer(this);
+      return new BarrierTrainer(this, gang);
     }
   }
 }

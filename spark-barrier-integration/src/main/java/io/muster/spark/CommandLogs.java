@@ -1,5 +1,8 @@
 package io.muster.spark;
 
+import io.muster.cluster.TaskId;
+import io.muster.launch.EndOfJob;
+import io.muster.launch.GangSpec;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
@@ -15,22 +18,33 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The external commands' output, streamed from the tasks to the driver's log (Spark leaves it in
- * each executor's stderr otherwise). The driver listens on one TCP port; every task connects,
- * presents the job token, and sends {@code task TAB stream TAB text} lines. Streaming is best
- * effort: a task that cannot reach the driver logs the lines in its executor's log instead.
+ * The link between the tasks of an external-command run and the driver. The driver listens on one
+ * TCP port; every task connects, presents the job token and its task name, then sends
+ * {@code task TAB stream TAB text} lines with its command's output (Spark leaves it in each
+ * executor's stderr otherwise) and {@code task TAB EXIT TAB code} when the command has exited.
+ * The driver applies the launch core's {@link EndOfJob} rule to the exits, and when every tracked
+ * task has exited 0 it sends {@code END} to the untracked tasks still running (the ps tasks of a
+ * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
+ * commands. Output streaming is best effort (a task that cannot reach the driver logs the lines in
+ * its executor's log); an untracked task cannot run without the link.
  */
 final class CommandLogs {
   static final Logger log = LoggerFactory.getLogger(CommandLogs.class);
   /** How long the driver waits, at the end of a run, for lines still on their way. */
   private static final Duration READ_REMAINING = Duration.ofSeconds(5);
+  private static final String EXIT = "EXIT";
+  private static final String END = "END";
 
   private CommandLogs() {}
 
@@ -43,19 +57,30 @@ final class CommandLogs {
   static final class Receiver implements AutoCloseable {
     private final ServerSocket socket;
     private final String advertisedHost;
+    private final JobToken token;
+    private final Consumer<CommandLine> sink;
+    private final EndOfJob endOfJob;
     private final List<Thread> readers = new CopyOnWriteArrayList<>();
+    private final Map<TaskId, Writer> tasks = new ConcurrentHashMap<>();
+    /** Untracked tasks told to end before their connection was read; guarded by {@code this}. */
+    private final Set<TaskId> endRequested = new HashSet<>();
 
-    private Receiver(ServerSocket socket, String advertisedHost) {
+    private Receiver(ServerSocket socket, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
+        GangSpec gang) {
       this.socket = socket;
       this.advertisedHost = advertisedHost;
+      this.token = token;
+      this.sink = sink;
+      this.endOfJob = new EndOfJob(gang);
     }
 
-    static Receiver start(String bindHost, String advertisedHost, JobToken token, Consumer<CommandLine> sink) {
+    static Receiver start(String bindHost, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
+        GangSpec gang) {
       try {
         ServerSocket socket = new ServerSocket();
         socket.bind(new InetSocketAddress(InetAddress.getByName(bindHost), 0));
-        Receiver receiver = new Receiver(socket, advertisedHost);
-        Thread accept = new Thread(() -> receiver.acceptLoop(token, sink), "muster-command-logs");
+        Receiver receiver = new Receiver(socket, advertisedHost, token, sink, gang);
+        Thread accept = new Thread(receiver::acceptLoop, "muster-command-logs");
         accept.setDaemon(true);
         accept.start();
         return receiver;
@@ -69,11 +94,11 @@ final class CommandLogs {
       return advertisedHost + ":" + socket.getLocalPort();
     }
 
-    private void acceptLoop(JobToken token, Consumer<CommandLine> sink) {
+    private void acceptLoop() {
       while (!socket.isClosed()) {
         try {
           Socket connection = socket.accept();
-          Thread reader = new Thread(() -> read(connection, token, sink), "muster-command-logs-reader");
+          Thread reader = new Thread(() -> read(connection), "muster-command-logs-reader");
           reader.setDaemon(true);
           readers.add(reader);
           reader.start();
@@ -83,7 +108,7 @@ final class CommandLogs {
       }
     }
 
-    private static void read(Socket connection, JobToken token, Consumer<CommandLine> sink) {
+    private void read(Socket connection) {
       try (connection; BufferedReader in = new BufferedReader(
           new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8))) {
         String presented = in.readLine();
@@ -92,15 +117,62 @@ final class CommandLogs {
               connection.getRemoteSocketAddress());
           return;
         }
+        TaskId task = parseTask(in.readLine());
+        register(task, new BufferedWriter(new OutputStreamWriter(connection.getOutputStream(), StandardCharsets.UTF_8)));
         String line;
         while ((line = in.readLine()) != null) {
           String[] parts = line.split("\t", 3);
-          if (parts.length == 3) {
+          if (parts.length != 3) {
+            continue;
+          }
+          if (parts[1].equals(EXIT)) {
+            exited(task, Integer.parseInt(parts[2]));
+          } else {
             sink.accept(new CommandLine(parts[0], TaskProcess.Stream.valueOf(parts[1]), parts[2]));
           }
         }
       } catch (IOException | IllegalArgumentException e) {
         log.warn("a command log connection from {} broke: {}", connection.getRemoteSocketAddress(), e.toString());
+      }
+    }
+
+    private static TaskId parseTask(String name) {
+      int space = name == null ? -1 : name.lastIndexOf(' ');
+      if (space <= 0) {
+        throw new IllegalArgumentException("expected the task's name after the token, got '" + name + "'");
+      }
+      return new TaskId(name.substring(0, space), Integer.parseInt(name.substring(space + 1)));
+    }
+
+    private synchronized void register(TaskId task, Writer out) {
+      tasks.put(task, out);
+      if (endRequested.remove(task)) {
+        sendEnd(task, out);
+      }
+    }
+
+    private synchronized void exited(TaskId task, int code) {
+      EndOfJob.Verdict before = endOfJob.verdict();
+      EndOfJob.Verdict verdict = endOfJob.exited(task, code);
+      if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
+        log.info("every tracked task has finished; ending {}", done.toEnd());
+        for (TaskId untracked : done.toEnd()) {
+          Writer out = tasks.get(untracked);
+          if (out == null) {
+            endRequested.add(untracked);
+          } else {
+            sendEnd(untracked, out);
+          }
+        }
+      }
+    }
+
+    private static void sendEnd(TaskId task, Writer out) {
+      try {
+        out.write(END + "\n");
+        out.flush();
+      } catch (IOException e) {
+        log.warn("cannot tell {} to end ({}); Spark ends it with the stage", task, e.toString());
       }
     }
 
@@ -124,22 +196,21 @@ final class CommandLogs {
     }
   }
 
-  /** A task's end: the line sink of its {@link TaskProcess}. */
+  /** A task's end: the line sink of its {@link TaskProcess}, its exit report and the driver's word to end. */
   static final class Sender implements TaskProcess.LineSink, AutoCloseable {
-    private final String task;
+    private final TaskId task;
     private Socket socket;
     private Writer out;
+    private boolean endRequested;
+    private Runnable onEnd;
 
-    private Sender(String task) {
+    private Sender(TaskId task) {
       this.task = task;
     }
 
     /** Connects to the driver; when it cannot, the lines go to this executor's log. */
-    static Sender connect(String address, String token, String task) {
+    static Sender connect(String address, String token, TaskId task) {
       Sender sender = new Sender(task);
-      if (address == null) {
-        return sender;
-      }
       int colon = address.lastIndexOf(':');
       try {
         Socket socket = new Socket();
@@ -147,8 +218,12 @@ final class CommandLogs {
             Integer.parseInt(address.substring(colon + 1))), 10_000);
         sender.socket = socket;
         sender.out = new BufferedWriter(new OutputStreamWriter(socket.getOutputStream(), StandardCharsets.UTF_8));
-        sender.out.write(token + "\n");
+        sender.out.write(token + "\n" + task + "\n");
         sender.out.flush();
+        Thread listener = new Thread(() -> sender.listen(socket), "muster-driver-link-" + task.job() + "-"
+            + task.index());
+        listener.setDaemon(true);
+        listener.start();
       } catch (IOException e) {
         log.warn("{}: cannot stream the command's output to the driver at {} ({}); it goes to this executor's log",
             task, address, e.toString());
@@ -157,20 +232,68 @@ final class CommandLogs {
       return sender;
     }
 
+    synchronized boolean connected() {
+      return out != null;
+    }
+
+    /** Runs {@code action} when the driver says this task should end (at once if it already has). */
+    void onEnd(Runnable action) {
+      synchronized (this) {
+        if (!endRequested) {
+          onEnd = action;
+          return;
+        }
+      }
+      action.run();
+    }
+
+    private void listen(Socket socket) {
+      try {
+        BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+          if (line.equals(END)) {
+            Runnable action;
+            synchronized (this) {
+              endRequested = true;
+              action = onEnd;
+            }
+            if (action != null) {
+              action.run();
+            }
+          }
+        }
+      } catch (IOException e) {
+        // the connection closed with the task
+      }
+    }
+
     @Override
     public synchronized void line(TaskProcess.Stream stream, String text) {
+      if (send(stream.name(), text)) {
+        return;
+      }
+      toLog(new CommandLine(task.toString(), stream, text));
+    }
+
+    /** Tells the driver the command exited with {@code code}. */
+    synchronized void exited(int code) {
+      send(EXIT, Integer.toString(code));
+    }
+
+    private boolean send(String kind, String text) {
       if (out != null) {
         try {
-          out.write(task + "\t" + stream.name() + "\t" + text + "\n");
+          out.write(task + "\t" + kind + "\t" + text + "\n");
           out.flush();
-          return;
+          return true;
         } catch (IOException e) {
-          log.warn("{}: lost the connection to the driver's log ({}); the command's output goes to this executor's "
+          log.warn("{}: lost the connection to the driver ({}); the command's output goes to this executor's "
               + "log from here on", task, e.toString());
           out = null;
         }
       }
-      toLog(new CommandLine(task, stream, text));
+      return false;
     }
 
     @Override

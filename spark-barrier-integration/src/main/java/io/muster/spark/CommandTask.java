@@ -1,9 +1,10 @@
 package io.muster.spark;
 
-import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
-import io.muster.cluster.TfConfig;
 import io.muster.data.TfRecordWriter;
+import io.muster.launch.GangSpec;
+import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
 import java.io.BufferedOutputStream;
@@ -20,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.SparkFiles;
@@ -32,119 +34,99 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The body of every barrier task in external-command mode: write this task's partition as a
- * TFRecord shard of {@code tf.train.Example}s (with {@code schema.json} beside it), reserve a
- * port and hold it through the address exchange, then release it and start the command with:
+ * The body of every barrier task in external-command mode. Partition {@code p} is member {@code p}
+ * of the gang ({@link GangSpec#task}): the chief and workers first, each writing its partition as
+ * a TFRecord shard of {@code tf.train.Example}s (with {@code schema.json} beside it), then the ps
+ * tasks and the evaluator, which get no data. Each task reserves a port and holds it through the
+ * address exchange, then releases it and starts the command with what {@link TaskEnvironment}
+ * lists, plus {@code MUSTER_DATA_FILES} (comma-separated), {@code MUSTER_DATA_DIR} and
+ * {@code MUSTER_SCHEMA_FILE} for a task with a shard.
  *
- * <ul>
- *   <li>{@code TF_CONFIG}: the cluster ({@code worker} in partition order) and this task;
- *   <li>{@code CUDA_VISIBLE_DEVICES}: this task's GPUs, empty when it has none (so it cannot take
- *       another task's);
- *   <li>{@code MUSTER_TASK_TYPE}, {@code MUSTER_TASK_INDEX}, {@code MUSTER_NUM_WORKERS},
- *       {@code MUSTER_IS_CHIEF} ({@code true}/{@code false}), {@code MUSTER_ATTEMPT} (0, 1, …);
- *   <li>{@code MUSTER_DATA_FILES} (comma-separated), {@code MUSTER_DATA_DIR},
- *       {@code MUSTER_SCHEMA_FILE}: the shard, when the run has data;
- *   <li>{@code MUSTER_WORK_DIR}: a private directory, deleted when the task ends;
- *       {@code MUSTER_RESULT_FILE}: where the chief may leave its result for the driver;
- *   <li>{@code MUSTER_OUTPUT_DIR} when one is configured; {@code MUSTER_JOB_TOKEN}, the run's secret
- *       (Muster's own runtime in the command needs it).
- * </ul>
- *
- * A non-zero exit fails the task with the last lines of the command's stderr; a killed task ends
- * its command.
+ * <p>A tracked task's non-zero exit fails the task with the last lines of the command's stderr;
+ * an untracked task runs until the driver says every tracked task has finished
+ * ({@link CommandLogs}), then ends its command (SIGTERM, SIGKILL after the grace period) and
+ * succeeds. A killed task ends its command.
  */
 final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]>> implements java.io.Serializable {
 
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
   private static final Logger log = LoggerFactory.getLogger(CommandTask.class);
   /** A result travels back through Spark's task result; larger outputs belong in the output directory. */
   static final long MAX_RESULT_BYTES = 64L << 20;
 
   private final ExternalCommand command;
+  private final GangSpec gang;
   private final StructType schema;
   private final String token;
   private final String host;
-  private final String logAddress;
+  private final String driverAddress;
   private final int attempt;
   private final int gpusPerWorker;
 
   /**
    * @param schema the rows' schema, or null when the run has no data
-   * @param logAddress the driver's log receiver, or null to log on the executor
+   * @param driverAddress the driver's {@link CommandLogs.Receiver}
    */
-  CommandTask(ExternalCommand command, StructType schema, JobToken token, String host, String logAddress,
-      int attempt, int gpusPerWorker) {
+  CommandTask(ExternalCommand command, GangSpec gang, StructType schema, JobToken token, String host,
+      String driverAddress, int attempt, int gpusPerWorker) {
     this.command = command;
+    this.gang = gang;
     this.schema = schema;
     this.token = token.value();
     this.host = host;
-    this.logAddress = logAddress;
+    this.driverAddress = driverAddress;
     this.attempt = attempt;
     this.gpusPerWorker = gpusPerWorker;
-  }
-
-  static boolean isReserved(String variable) {
-    return variable.equals(TfConfig.ENV) || variable.equals("CUDA_VISIBLE_DEVICES") || variable.startsWith("MUSTER_");
   }
 
   @Override
   public Iterator<byte[]> apply(Iterator<Row> rows) {
     BarrierTaskContext ctx = BarrierTaskContext.get();
-    int numWorkers = ctx.getTaskInfos().length;
-    TaskId task = new TaskId("worker", ctx.partitionId());
-    String name = task.toString();
+    int member = ctx.partitionId();
+    TaskId task = gang.task(member);
     Path workDir = createWorkDir(task);
-    try (CommandLogs.Sender logs = CommandLogs.Sender.connect(logAddress, token, name)) {
-      List<String> gpus = BarrierTasks.assignedGpus(ctx, gpusPerWorker);
+    try (CommandLogs.Sender driver = CommandLogs.Sender.connect(driverAddress, token, task)) {
+      if (!gang.isTracked(task) && !driver.connected()) {
+        throw new IllegalStateException(task + " is untracked: the driver at " + driverAddress + " ends it when "
+            + "every tracked task has finished, but it cannot reach the driver (see the warning above)");
+      }
+      List<String> gpus = BarrierTasks.assignedGpus(ctx, task, gpusPerWorker);
       Map<String, String> env = new LinkedHashMap<>(command.environment());
-      if (schema != null) {
-        env.putAll(writeShard(CollectionConverters.asJava(rows), workDir.resolve("data"), task, numWorkers));
+      if (schema != null && member < gang.trainers()) {
+        env.putAll(writeShard(CollectionConverters.asJava(rows), workDir.resolve("data"), task, member));
       }
       String bindHost = host != null ? host : BarrierTasks.executorHost(ctx);
-      TfConfig config;
+      List<HostPort> addresses;
       ServerSocket reserved = reservePort(bindHost, task);
       try {
-        String[] addresses = ctx.allGather(bindHost + ":" + reserved.getLocalPort());
-        config = TfConfig.of(ClusterSpec.of(Map.of("worker", List.of(addresses))), task);
+        addresses = Stream.of(ctx.allGather(new HostPort(bindHost, reserved.getLocalPort()).toString()))
+            .map(HostPort::parse).toList();
       } finally {
         closeQuietly(reserved); // released at the last moment: the command binds it next
       }
-      env.putAll(environment(config, attempt, gpus, workDir, command.outputDir(), token));
-      Optional<byte[]> result = runCommand(ctx, task, env, logs, workDir.resolve("result"));
+      env.putAll(TaskEnvironment.of(gang.formed(addresses), member, attempt, gpus, workDir,
+          Optional.ofNullable(command.outputDir()), JobToken.of(token)));
+      Optional<byte[]> result = runCommand(ctx, task, env, driver, workDir.resolve(TaskEnvironment.RESULT_FILE));
       return CollectionConverters.asScala(result.stream().iterator());
     } finally {
       deleteRecursively(workDir);
     }
   }
 
-  /** Everything Muster tells the command besides the user's own variables and the data files. */
-  static Map<String, String> environment(TfConfig config, int attempt, List<String> gpus, Path workDir,
-      String outputDir, String token) {
-    TaskId task = config.requireTask();
-    Map<String, String> env = new LinkedHashMap<>();
-    env.put(TfConfig.ENV, config.toJson());
-    env.put("CUDA_VISIBLE_DEVICES", String.join(",", gpus));
-    env.put("MUSTER_TASK_TYPE", task.job());
-    env.put("MUSTER_TASK_INDEX", Integer.toString(task.index()));
-    env.put("MUSTER_NUM_WORKERS", Integer.toString(config.cluster().numTasks("worker")));
-    env.put("MUSTER_IS_CHIEF", Boolean.toString(task.index() == 0));
-    env.put("MUSTER_ATTEMPT", Integer.toString(attempt));
-    env.put("MUSTER_WORK_DIR", workDir.toString());
-    env.put("MUSTER_RESULT_FILE", workDir.resolve("result").toString());
-    if (outputDir != null) {
-      env.put("MUSTER_OUTPUT_DIR", outputDir);
-    }
-    env.put(JobToken.ENV, token);
-    return env;
-  }
-
   private Optional<byte[]> runCommand(BarrierTaskContext ctx, TaskId task, Map<String, String> env,
-      TaskProcess.LineSink logs, Path resultFile) {
+      CommandLogs.Sender driver, Path resultFile) {
     String name = task.toString();
     log.info("{}: starting {} (attempt {})", name, command, attempt);
-    try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), logs,
+    AtomicBoolean endedByDriver = new AtomicBoolean();
+    try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), driver,
         command.stderrTailLines(), command.gracePeriod());
         KillWatch watch = new KillWatch(ctx, process::close)) {
+      if (!gang.isTracked(task)) {
+        driver.onEnd(() -> {
+          endedByDriver.set(true);
+          process.close();
+        });
+      }
       Optional<Integer> exit = process.waitFor(command.timeout().orElse(Duration.ofMillis(Long.MAX_VALUE)));
       if (exit.isEmpty()) {
         process.close();
@@ -152,12 +134,17 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
             + command.timeout().orElseThrow() + " and was ended" + tail(process));
       }
       int code = exit.get();
+      driver.exited(code);
+      if (endedByDriver.get()) {
+        log.info("{}: ended {}: every tracked task has finished", name, command);
+        return Optional.empty();
+      }
       if (code != 0) {
         String signal = code > 128 ? " (killed by signal " + (code - 128) + ")" : "";
         throw new IllegalStateException(name + ": `" + command + "` exited with code " + code + signal + tail(process));
       }
       log.info("{}: {} finished", name, command);
-      return task.index() == 0 ? readResult(name, resultFile) : Optional.empty(); // worker 0 is the chief
+      return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException(name + ": interrupted while `" + command + "` ran; it was ended", e);
@@ -188,9 +175,9 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
   }
 
   /** Writes the partition as one TFRecord file and the schema; returns the variables that name them. */
-  private Map<String, String> writeShard(java.util.Iterator<Row> rows, Path dir, TaskId task, int numWorkers) {
+  private Map<String, String> writeShard(java.util.Iterator<Row> rows, Path dir, TaskId task, int shard) {
     RowExamples examples = new RowExamples(schema);
-    Path file = dir.resolve(String.format("part-%05d-of-%05d.tfrecord", task.index(), numWorkers));
+    Path file = dir.resolve(String.format("part-%05d-of-%05d.tfrecord", shard, gang.trainers()));
     Path schemaFile = dir.resolve("schema.json");
     long count = 0;
     try {
@@ -217,7 +204,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
   private static Path createWorkDir(TaskId task) {
     Path root = Path.of(SparkFiles.getRootDirectory()).toAbsolutePath();
     try {
-      return Files.createTempDirectory(root, "muster-worker-" + task.index() + "-");
+      return Files.createTempDirectory(root, "muster-" + task.job() + "-" + task.index() + "-");
     } catch (IOException e) {
       throw new UncheckedIOException(task + ": cannot create its work directory under " + root + ": "
           + e.getMessage(), e);

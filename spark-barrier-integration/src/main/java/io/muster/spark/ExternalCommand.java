@@ -1,5 +1,6 @@
 package io.muster.spark;
 
+import io.muster.launch.TaskEnvironment;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,17 +23,18 @@ public final class ExternalCommand implements Serializable {
   private final Map<String, String> environment;
   private final String outputDir;
   private final int stderrTailLines;
-  private final long gracePeriodMillis;
-  private final long timeoutMillis;
+  private final Duration gracePeriod;
+  /** Null for no limit (Optional is not serializable). */
+  private final Duration timeout;
 
   private ExternalCommand(List<String> command, Map<String, String> environment, String outputDir,
-      int stderrTailLines, long gracePeriodMillis, long timeoutMillis) {
+      int stderrTailLines, Duration gracePeriod, Duration timeout) {
     this.command = List.copyOf(command);
     this.environment = Map.copyOf(environment);
     this.outputDir = outputDir;
     this.stderrTailLines = stderrTailLines;
-    this.gracePeriodMillis = gracePeriodMillis;
-    this.timeoutMillis = timeoutMillis;
+    this.gracePeriod = gracePeriod;
+    this.timeout = timeout;
   }
 
   /** The program and its arguments, as they are (no shell). */
@@ -45,20 +47,20 @@ public final class ExternalCommand implements Serializable {
       throw new IllegalArgumentException("the command is empty; give the program and its arguments, e.g. "
           + "ExternalCommand.of(\"python3\", \"train.py\")");
     }
-    return new ExternalCommand(new ArrayList<>(command), Map.of(), null, 30, 10_000, 0);
+    return new ExternalCommand(new ArrayList<>(command), Map.of(), null, 30, Duration.ofSeconds(10), null);
   }
 
   /** More variables for the command; Muster's own ({@code TF_CONFIG}, {@code MUSTER_*}, CUDA) cannot be set. */
   public ExternalCommand withEnvironment(Map<String, String> variables) {
     for (String name : variables.keySet()) {
-      if (CommandTask.isReserved(name)) {
+      if (TaskEnvironment.isReserved(name)) {
         throw new IllegalArgumentException("the environment variable " + name + " is set by Muster for each task; "
             + "leave it out of withEnvironment");
       }
     }
     Map<String, String> merged = new LinkedHashMap<>(environment);
     merged.putAll(variables);
-    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriodMillis, timeoutMillis);
+    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriod, timeout);
   }
 
   /** Passed as {@code MUSTER_OUTPUT_DIR} (any Hadoop or TensorFlow URI; the command applies the chief rule). */
@@ -66,7 +68,7 @@ public final class ExternalCommand implements Serializable {
     if (dir == null || dir.isBlank()) {
       throw new IllegalArgumentException("the output directory must be a path or URI, was '" + dir + "'");
     }
-    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriodMillis, timeoutMillis);
+    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriod, timeout);
   }
 
   /** How many of the last stderr lines a failure reports (default 30). */
@@ -74,7 +76,7 @@ public final class ExternalCommand implements Serializable {
     if (lines < 0) {
       throw new IllegalArgumentException("stderrTailLines must be >= 0, was " + lines);
     }
-    return new ExternalCommand(command, environment, outputDir, lines, gracePeriodMillis, timeoutMillis);
+    return new ExternalCommand(command, environment, outputDir, lines, gracePeriod, timeout);
   }
 
   /** How long a command has to exit after SIGTERM before SIGKILL (default 10 s). */
@@ -82,7 +84,7 @@ public final class ExternalCommand implements Serializable {
     if (grace.isNegative() || grace.isZero()) {
       throw new IllegalArgumentException("the grace period must be positive, was " + grace);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace.toMillis(), timeoutMillis);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace, timeout);
   }
 
   /** Ends the command, and fails the task, when it runs longer (default: no limit; training takes what it takes). */
@@ -90,8 +92,7 @@ public final class ExternalCommand implements Serializable {
     if (timeout.isNegative() || timeout.isZero()) {
       throw new IllegalArgumentException("the timeout must be positive, was " + timeout);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriodMillis,
-        timeout.toMillis());
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, timeout);
   }
 
   List<String> command() {
@@ -111,12 +112,12 @@ public final class ExternalCommand implements Serializable {
   }
 
   Duration gracePeriod() {
-    return Duration.ofMillis(gracePeriodMillis);
+    return gracePeriod;
   }
 
   /** Empty when there is no limit. */
   Optional<Duration> timeout() {
-    return timeoutMillis == 0 ? Optional.empty() : Optional.of(Duration.ofMillis(timeoutMillis));
+    return Optional.ofNullable(timeout);
   }
 
   /** The command line, cut after 200 characters (a class path would bury the message it appears in). */

@@ -8,6 +8,7 @@ import io.muster.strategy.MultiWorkerMirroredStrategy;
 import io.muster.summary.SummaryWriter;
 import java.io.IOException;
 import java.util.Iterator;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -17,38 +18,38 @@ import org.apache.hadoop.fs.Path;
  *
  * @param strategy joined to every other task; collectives, barrier, chief rules
  * @param rows this task's partition (one shard of the repartitioned data), to be read once
- * @param task {@code worker <partition id>}
+ * @param task {@code chief 0} or {@code worker <i>}
  * @param attempt 0 for the first run of the gang, 1, 2, ... when {@link BarrierTrainer} re-runs it
  * @param gpus the CUDA devices this task owns, as {@code CUDA_VISIBLE_DEVICES} would list them;
  *     empty when the trainer asks for no GPUs
+ * @param hadoopConfiguration the driver's Hadoop configuration (with its {@code spark.hadoop.*}
+ *     settings), from which every file system of this context is made
  */
 public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt,
-    java.util.List<String> gpus) {
+    List<String> gpus, Configuration hadoopConfiguration) {
 
   /** Where this task writes: the real directory on the chief, {@code workertemp_<i>} on the others. */
   public WritePolicy writePolicy() {
     return WritePolicy.of(strategy.cluster(), task);
   }
 
-  /** A checkpoint manager for {@code dir} (any Hadoop URI) with this task's write policy. */
-  public CheckpointManager checkpointManager(String dir, CheckpointManager.Options options) throws IOException {
-    Path path = new Path(dir);
-    return new CheckpointManager(fileSystem(path), path, writePolicy(), options);
+  /** A checkpoint manager for {@code dir} (any Hadoop file system) with this task's write policy. */
+  public CheckpointManager checkpointManager(Path dir, CheckpointManager.Options options) throws IOException {
+    return new CheckpointManager(fileSystem(dir), dir, writePolicy(), options);
   }
 
   /** A TensorBoard writer for {@code logDir}; only the chief's events stay. */
-  public SummaryWriter summaryWriter(String logDir) throws IOException {
-    Path path = new Path(logDir);
-    return SummaryWriter.create(fileSystem(path), path, writePolicy(), SummaryWriter.Options.DEFAULTS);
+  public SummaryWriter summaryWriter(Path logDir) throws IOException {
+    return SummaryWriter.create(fileSystem(logDir), logDir, writePolicy(), SummaryWriter.Options.DEFAULTS);
   }
 
   /** Backup and restore under {@code dir}, so a re-run gang resumes instead of starting over. */
-  public BackupAndRestore backupAndRestore(String dir, int saveEverySteps) throws IOException {
-    Path path = new Path(dir);
-    return new BackupAndRestore(fileSystem(path), path, writePolicy(), saveEverySteps);
+  public BackupAndRestore backupAndRestore(Path dir, int saveEverySteps) throws IOException {
+    return new BackupAndRestore(fileSystem(dir), dir, writePolicy(), saveEverySteps);
   }
 
-  private static FileSystem fileSystem(Path path) throws IOException {
-    return path.getFileSystem(new Configuration());
+  /** The file system of {@code path}, made from the driver's Hadoop configuration. */
+  public FileSystem fileSystem(Path path) throws IOException {
+    return path.getFileSystem(hadoopConfiguration);
   }
 }

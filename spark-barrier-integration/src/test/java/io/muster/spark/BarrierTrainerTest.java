@@ -10,28 +10,57 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.IntStream;
+import java.nio.file.Path;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** BarrierTrainer in Spark local[4]: real barrier stages, real gRPC servers and rings in the tasks. */
 class BarrierTrainerTest {
 
+  private static final String DRIVER_ONLY = "muster.test.driver-only";
   private static JavaSparkContext spark;
 
   @BeforeAll
   static void start() {
     spark = new JavaSparkContext(new SparkConf().setMaster("local[4]").setAppName("muster-test")
         .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
-        .set("spark.driver.bindAddress", "127.0.0.1"));
+        .set("spark.driver.bindAddress", "127.0.0.1")
+        // only in the driver's Hadoop configuration; the second makes every file system a new one of it
+        .set("spark.hadoop." + DRIVER_ONLY, "from-the-driver").set("spark.hadoop.fs.file.impl.disable.cache", "true"));
   }
 
   @AfterAll
   static void stop() {
     spark.stop();
+  }
+
+  @Test
+  void aChiefAndTwoWorkersTrainTogetherWithTheDriversHadoopConfiguration(@TempDir Path tmp) {
+    JavaRDD<Integer> numbers = spark.parallelize(IntStream.range(0, 300).boxed().toList(), 5);
+    String dir = tmp.toUri().toString();
+    String result = BarrierTrainer.builder().chief(true).numWorkers(2).build().fit(numbers, ctx -> {
+      long[] sum = {0};
+      ctx.rows().forEachRemaining(v -> sum[0] += v);
+      boolean hasRows = sum[0] > 0;
+      ctx.strategy().collectives().allReduce(sum, ReduceOp.SUM);
+      String seen = ctx.fileSystem(new org.apache.hadoop.fs.Path(dir)).getConf().get(DRIVER_ONLY);
+      String mine = ctx.task() + " rows>0=" + hasRows + " conf=" + seen + " local=" + new Configuration()
+          .get(DRIVER_ONLY) + ";";
+      ByteBuffer all = ctx.strategy().collectives().allGather(ByteBuffer.allocateDirect(mine.length())
+          .put(mine.getBytes(StandardCharsets.US_ASCII)).flip());
+      byte[] joined = new byte[all.remaining()];
+      all.get(joined);
+      return sum[0] + " " + new String(joined, StandardCharsets.US_ASCII);
+    });
+    assertEquals("44850 chief 0 rows>0=true conf=from-the-driver local=null;"
+        + "worker 0 rows>0=true conf=from-the-driver local=null;worker 1 rows>0=true conf=from-the-driver local=null;",
+        result);
   }
 
   @Test
@@ -84,8 +113,9 @@ class BarrierTrainerTest {
     BarrierTrainer tooMany = BarrierTrainer.builder().numWorkers(8).build();
     IllegalStateException slots = assertThrows(IllegalStateException.class,
         () -> tooMany.fit(spark.parallelize(List.of(1, 2, 3)), ctx -> "never"));
-    assertEquals("numWorkers 8 exceeds the 4 task slots this application can have at once (master local[4], "
-        + "spark.task.cpus 1); lower numWorkers or give the application more executors or cores", slots.getMessage());
+    assertEquals("the gang's 8 tasks exceed the 4 task slots this application can have at once (master local[4], "
+        + "spark.task.cpus 1); lower numWorkers (or ps) or give the application more executors or cores",
+        slots.getMessage());
     IllegalStateException dynamic = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
         new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2, 0));
     assertTrue(dynamic.getMessage().startsWith("spark.dynamicAllocation.enabled is true"), dynamic.getMessage());
@@ -98,7 +128,7 @@ class BarrierTrainerTest {
 
   @Test
   void aFailedGangIsReRunAndResumesFromItsBackup(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) {
-    String backupDir = tmp.resolve("backup").toUri().toString();
+    org.apache.hadoop.fs.Path backupDir = new org.apache.hadoop.fs.Path(tmp.resolve("backup").toUri());
     BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(3).maxAttempts(2).build();
     long start = System.nanoTime();
     String result = trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {

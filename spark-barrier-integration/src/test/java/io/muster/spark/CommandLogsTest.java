@@ -2,6 +2,8 @@ package io.muster.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.muster.cluster.TaskId;
+import io.muster.launch.GangSpec;
 import io.muster.launch.TaskProcess.Stream;
 import io.muster.rpc.JobToken;
 import io.muster.testing.Eventually;
@@ -20,14 +22,16 @@ class CommandLogsTest {
   void linesArriveInOrderFromATaskWithTheTokenAndNotFromAStrangerWithout() throws Exception {
     List<CommandLine> received = new CopyOnWriteArrayList<>();
     JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
-    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, received::add)) {
+    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, received::add,
+        GangSpec.workers(2))) {
       String[] hostPort = receiver.address().split(":");
       try (Socket stranger = new Socket(hostPort[0], Integer.parseInt(hostPort[1]))) {
         OutputStream out = stranger.getOutputStream();
         out.write("not-the-token\nworker 9\tSTDOUT\tinjected\n".getBytes(StandardCharsets.UTF_8));
         out.flush();
       }
-      try (CommandLogs.Sender sender = CommandLogs.Sender.connect(receiver.address(), token.value(), "worker 1")) {
+      try (CommandLogs.Sender sender = CommandLogs.Sender.connect(receiver.address(), token.value(),
+          new TaskId("worker", 1))) {
         sender.line(Stream.STDOUT, "first\twith a tab");
         sender.line(Stream.STDERR, "second");
       }

@@ -7,9 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
+import io.muster.launch.Gang;
+import io.muster.launch.GangSpec;
+import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess.Stream;
+import io.muster.rpc.JobToken;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
@@ -188,11 +193,69 @@ class ExternalCommandTest {
     }
   }
 
+  /**
+   * A ParameterServerStrategy-shaped gang: the chief trains and exits; the workers and the ps serve
+   * until they are ended. Each task writes its pid, says what it got, and (the chief) waits until
+   * every task has started before it exits with {@code chiefExit}.
+   */
+  private Optional<byte[]> runPsGang(int chiefExit) {
+    String script = "echo $$ > \"" + dir + "/pid-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX\"; "
+        + "echo \"role $MUSTER_TASK_TYPE $MUSTER_TASK_INDEX chief=$MUSTER_IS_CHIEF workers=$MUSTER_NUM_WORKERS "
+        + "shard=$(test -s \"${MUSTER_DATA_FILES:-/nonexistent}\" && basename \"$MUSTER_DATA_FILES\" || echo none)\"; "
+        + "if [ \"$MUSTER_TASK_TYPE\" = chief ]; then "
+        + "  n=0; while [ $(ls \"" + dir + "\" | grep -c '^pid-') -lt 4 ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done; "
+        + "  echo chief-result > \"$MUSTER_RESULT_FILE\"; exit " + chiefExit + "; "
+        + "fi; exec sleep 600";
+    return BarrierTrainer.builder().chief(true).numWorkers(2).ps(1).commandLogs(lines::add).build()
+        .run(rows(30), ExternalCommand.of("sh", "-c", script));
+  }
+
+  private void assertEveryServedProcessIsGone() throws Exception {
+    for (String task : List.of("chief-0", "worker-0", "worker-1", "ps-0")) {
+      long pid = Pids.read(dir.resolve("pid-" + task), LIMIT);
+      Eventually.within(LIMIT, task + "'s command (pid " + pid + ") has ended", () -> !Pids.running(pid));
+    }
+  }
+
+  @Test
+  void aPsGangSucceedsWhenTheChiefExitsZeroAndItsServingTasksAreEnded() throws Exception {
+    Optional<byte[]> result = runPsGang(0);
+    assertEquals("chief-result\n", new String(result.orElseThrow(), StandardCharsets.UTF_8));
+    // the run returns only when every task has: the served workers and ps were ended, not waited for
+    for (String task : List.of("chief-0", "worker-0", "worker-1", "ps-0")) {
+      assertFalse(Pids.running(Pids.read(dir.resolve("pid-" + task), LIMIT)), task + " still runs");
+    }
+    assertEquals(List.of("chief 0 chief=true workers=3 shard=part-00000-of-00003.tfrecord",
+        "ps 0 chief=false workers=3 shard=none",
+        "worker 0 chief=false workers=3 shard=part-00001-of-00003.tfrecord",
+        "worker 1 chief=false workers=3 shard=part-00002-of-00003.tfrecord"), texts("role ").stream().sorted().toList());
+  }
+
+  @Test
+  void aPsGangFailsNamingTheChiefWhenTheChiefExitsNonZero() throws Exception {
+    IllegalStateException failed = assertThrows(IllegalStateException.class, () -> runPsGang(1));
+    assertTrue(failed.getMessage().contains("chief 0: `sh -c"), failed.getMessage());
+    assertTrue(failed.getMessage().contains("exited with code 1"), failed.getMessage());
+    assertEveryServedProcessIsGone();
+  }
+
+  @Test
+  void psAndEvaluatorNeedExternalCommandModeAndTheGangMustFitTheSlots() {
+    IllegalArgumentException inJvm = assertThrows(IllegalArgumentException.class, () -> BarrierTrainer.builder()
+        .numWorkers(2).ps(1).build().fit(spark.sparkContext().emptyRDD(scala.reflect.ClassTag$.MODULE$.apply(
+            Integer.class)).toJavaRDD(), ctx -> "never"));
+    assertTrue(inJvm.getMessage().startsWith("fit runs MultiWorkerMirroredStrategy, which has no ps or evaluator "
+        + "tasks, but the gang is 2 workers, 1 ps"), inJvm.getMessage());
+    IllegalStateException tooBig = assertThrows(IllegalStateException.class, () -> BarrierTrainer.builder()
+        .chief(true).numWorkers(2).ps(1).evaluator(true).build().run(spark, ExternalCommand.of("true")));
+    assertTrue(tooBig.getMessage().startsWith("the gang's 5 tasks exceed the 4 task slots"), tooBig.getMessage());
+  }
+
   @Test
   void theEnvironmentNamesTheTaskItsGpusAndItsFiles() {
-    TfConfig config = TfConfig.of(ClusterSpec.of(Map.of("worker", List.of("h:1", "h:2"))), new TaskId("worker", 1));
-    Map<String, String> env = CommandTask.environment(config, 2, Gpus.visibleDevices(List.of("2", "0"), "4,5,6,7"),
-        Path.of("/w"), "hdfs://nn/out", "secret");
+    Gang gang = GangSpec.workers(2).formed(List.of(HostPort.parse("h:1"), HostPort.parse("h:2")));
+    Map<String, String> env = TaskEnvironment.of(gang, 1, 2, Gpus.visibleDevices(List.of("2", "0"), "4,5,6,7"),
+        Path.of("/w"), Optional.of("hdfs://nn/out"), JobToken.of("secret"));
     assertEquals("{\"cluster\": {\"worker\": [\"h:1\", \"h:2\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
         env.get("TF_CONFIG"));
     assertEquals("6,4", env.get("CUDA_VISIBLE_DEVICES"));
@@ -201,7 +264,8 @@ class ExternalCommandTest {
         "MUSTER_OUTPUT_DIR", "hdfs://nn/out", "MUSTER_JOB_TOKEN", "secret"),
         env.entrySet().stream().filter(en -> en.getKey().startsWith("MUSTER_"))
             .collect(Collectors.toMap(Map.Entry::getKey, Map.Entry::getValue)));
-    assertEquals("", CommandTask.environment(config, 0, List.of(), Path.of("/w"), null, "s").get("CUDA_VISIBLE_DEVICES"),
+    assertEquals("", TaskEnvironment.of(gang, 0, 0, List.of(), Path.of("/w"), Optional.empty(), JobToken.of("s"))
+        .get("CUDA_VISIBLE_DEVICES"),
         "a task without GPUs sees none, not every GPU of the machine");
     IllegalArgumentException reserved = assertThrows(IllegalArgumentException.class,
         () -> ExternalCommand.of("x").withEnvironment(Map.of("TF_CONFIG", "{}")));

@@ -5,7 +5,7 @@ package io.muster.cluster;
  * ({@code [::1]:2222}). The port is what follows the last colon, as in TensorFlow's
  * {@code GetHostAndPort}; port 0 means "any free port" when a server binds it.
  */
-public record HostPort(String host, int port) {
+public record HostPort(String host, int port) implements java.io.Serializable {
 
   public HostPort {
     if (host == null || host.isEmpty()) {

@@ -7,7 +7,7 @@ package io.muster.cluster;
  *     cluster resolver allows
  * @param index the task index, {@code >= 0}
  */
-public record TaskId(String job, int index) implements Comparable<TaskId> {
+public record TaskId(String job, int index) implements Comparable<TaskId>, java.io.Serializable {
 
   public TaskId {
     if (job == null || job.isEmpty()) {

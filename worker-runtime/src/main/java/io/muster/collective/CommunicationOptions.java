@@ -1,5 +1,6 @@
 package io.muster.collective;
 
+import java.io.Serializable;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Optional;
@@ -14,7 +15,8 @@ import java.util.Optional;
  * @param bytesPerPack gradients are packed into buffers of about this size before all-reduce;
  *     0 packs everything into one buffer
  */
-public record CommunicationOptions(Implementation implementation, Optional<Duration> timeout, long bytesPerPack) {
+public record CommunicationOptions(Implementation implementation, Optional<Duration> timeout, long bytesPerPack)
+    implements Serializable {
 
   /** TensorFlow's {@code CommunicationImplementation}. */
   public enum Implementation {
@@ -43,6 +45,17 @@ public record CommunicationOptions(Implementation implementation, Optional<Durat
     }
     if (bytesPerPack < 0) {
       throw new IllegalArgumentException("bytesPerPack must be >= 0, was " + bytesPerPack);
+    }
+  }
+
+  // Optional is not serializable: the options travel (to Spark's executors, say) as this form.
+  private Object writeReplace() {
+    return new Serialized(implementation, timeout.orElse(null), bytesPerPack);
+  }
+
+  private record Serialized(Implementation implementation, Duration timeout, long bytesPerPack) implements Serializable {
+    private Object readResolve() {
+      return new CommunicationOptions(implementation, Optional.ofNullable(timeout), bytesPerPack);
     }
   }
 

@@ -1,5 +1,6 @@
 package io.muster.coordination;
 
+import java.io.Serializable;
 import java.time.Duration;
 
 /**
@@ -15,7 +16,8 @@ import java.time.Duration;
  * @param progressInterval how often a waiting agent logs which tasks it is still waiting for
  */
 public record CoordinationOptions(
-    Duration heartbeatTimeout, Duration joinTimeout, Duration shutdownBarrierTimeout, Duration progressInterval) {
+    Duration heartbeatTimeout, Duration joinTimeout, Duration shutdownBarrierTimeout, Duration progressInterval)
+    implements Serializable {
 
   public static final CoordinationOptions DEFAULTS = new CoordinationOptions(
       Duration.ofSeconds(10), Duration.ofMinutes(5), Duration.ZERO, Duration.ofSeconds(10));
