@@ -1,6 +1,10 @@
 package io.muster.checkpoint;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
@@ -8,10 +12,18 @@ import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.security.UserGroupInformation;
 
-/** Making a file visible only when it is complete: write elsewhere, then rename over the target. */
+/**
+ * Making a file visible only when it is complete: write elsewhere, then rename over the target.
+ * On file systems other than HDFS and the local one the rename goes through a {@link FileContext},
+ * which opens a client of its own acting as the user current when it was made; an instance keeps
+ * one per file system and user for as long as its owner (a {@link CheckpointManager}) lives.
+ */
 final class AtomicFiles {
-  private AtomicFiles() {}
+  private record Key(URI fileSystem, UserGroupInformation user) {}
+
+  private final Map<Key, FileContext> contexts = new ConcurrentHashMap<>();
 
   /**
    * The file system to write checkpoints through: the local file system without Hadoop's
@@ -22,7 +34,7 @@ final class AtomicFiles {
   }
 
   /** Renames {@code source} to {@code target}, replacing it atomically where the file system can (HDFS, POSIX). */
-  static void replace(FileSystem fs, Path source, Path target) throws IOException {
+  void replace(FileSystem fs, Path source, Path target) throws IOException {
     if (fs instanceof RawLocalFileSystem) {
       // rename(2) replaces the target atomically
       if (!fs.rename(source, target)) {
@@ -34,16 +46,22 @@ final class AtomicFiles {
       hdfs.rename(source, target, Options.Rename.OVERWRITE);
       return;
     }
-    // Creating a FileContext opens a new client: keep one per file system.
-    FileContext context = CONTEXTS.computeIfAbsent(fs.getUri(), uri -> {
-      try {
-        return FileContext.getFileContext(uri, fs.getConf());
-      } catch (IOException e) {
-        throw new java.io.UncheckedIOException(e);
-      }
-    });
-    context.rename(source, target, Options.Rename.OVERWRITE);
+    context(fs).rename(source, target, Options.Rename.OVERWRITE);
   }
 
-  private static final java.util.Map<java.net.URI, FileContext> CONTEXTS = new java.util.concurrent.ConcurrentHashMap<>();
+  /** The context renames on {@code fs} go through for the current user, made on first use. */
+  FileContext context(FileSystem fs) throws IOException {
+    Key key = new Key(fs.getUri(), UserGroupInformation.getCurrentUser());
+    try {
+      return contexts.computeIfAbsent(key, k -> {
+        try {
+          return FileContext.getFileContext(k.fileSystem(), fs.getConf());
+        } catch (IOException e) {
+          throw new UncheckedIOException(e);
+        }
+      });
+    } catch (UncheckedIOException e) {
+      throw e.getCause();
+    }
+  }
 }

@@ -23,9 +23,10 @@ import org.slf4j.LoggerFactory;
  * made at each epoch's end and training resumes at the next epoch; with {@link #everySteps(int)} a
  * backup is made every N steps (counted across epochs) and training resumes at the step after the
  * backed-up one (the next epoch's first step when it was an epoch's last). When training ends
- * successfully the chief deletes the backup.
+ * successfully the chief deletes the backup. {@link #close()} ends the threads its backups write
+ * through.
  */
-public final class BackupAndRestore {
+public final class BackupAndRestore implements AutoCloseable {
 
   /** Where training resumes, and the variables to resume with. */
   public record ResumePoint(int epoch, int step, Map<String, Tensor> variables) {}
@@ -126,6 +127,11 @@ public final class BackupAndRestore {
     tensors.put(EPOCH_KEY, Tensor.scalar(epoch));
     tensors.put(STEP_KEY, Tensor.scalar(step));
     writer.save(tensors);
+  }
+
+  @Override
+  public void close() {
+    writer.close();
   }
 
   /** Training finished: the chief deletes {@code backup_dir/chief}; the others have nothing left to delete. */

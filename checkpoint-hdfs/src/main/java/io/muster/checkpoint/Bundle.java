@@ -55,7 +55,15 @@ public final class Bundle {
 
   /** Writes a checkpoint; tensor names are its keys (non-empty, any characters). */
   public static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
-    prepare(fs, prefix, tensors).commit(step -> {});
+    try (IoThreads io = new IoThreads("the write of " + prefix)) {
+      write(fs, prefix, tensors, io, new AtomicFiles());
+    }
+  }
+
+  /** Writes a checkpoint with its owner's threads and renames. */
+  static void write(FileSystem fs, Path prefix, Map<String, Tensor> tensors, IoThreads io, AtomicFiles files)
+      throws IOException {
+    prepare(fs, prefix, tensors, io, files).commit(step -> {});
   }
 
   /**
@@ -64,13 +72,15 @@ public final class Bundle {
    */
   static final class Pending {
     private final FileSystem fs;
+    private final AtomicFiles files;
     private final Path data;
     private final Path dataTemp;
     private final Path index;
     private final Path indexTemp;
 
-    private Pending(FileSystem fs, Path data, Path dataTemp, Path index, Path indexTemp) {
+    private Pending(FileSystem fs, AtomicFiles files, Path data, Path dataTemp, Path index, Path indexTemp) {
       this.fs = fs;
+      this.files = files;
       this.data = data;
       this.dataTemp = dataTemp;
       this.index = index;
@@ -78,9 +88,9 @@ public final class Bundle {
     }
 
     void commit(Consumer<SaveStep> progress) throws IOException {
-      AtomicFiles.replace(fs, dataTemp, data);
+      files.replace(fs, dataTemp, data);
       progress.accept(SaveStep.DATA_WRITTEN);
-      AtomicFiles.replace(fs, indexTemp, index);
+      files.replace(fs, indexTemp, index);
       progress.accept(SaveStep.INDEX_WRITTEN);
     }
 
@@ -91,7 +101,8 @@ public final class Bundle {
   }
 
   /** Writes the index and the data under temporary names, at once ({@link IoThreads} says why). */
-  static Pending prepare(FileSystem fs, Path prefix, Map<String, Tensor> tensors) throws IOException {
+  static Pending prepare(FileSystem fs, Path prefix, Map<String, Tensor> tensors, IoThreads io, AtomicFiles files)
+      throws IOException {
     TreeMap<byte[], byte[]> index = new TreeMap<>(Table.KEY_ORDER);
     index.put(new byte[0], HEADER);
     List<byte[]> payloads = new ArrayList<>();
@@ -119,9 +130,9 @@ public final class Bundle {
     FileSystem client = CheckpointClient.of(fs);
     Path data = dataFile(prefix, 0, 1);
     Path indexFile = indexFile(prefix);
-    Pending pending = new Pending(fs, data, temporary(data), indexFile, temporary(indexFile));
+    Pending pending = new Pending(fs, files, data, temporary(data), indexFile, temporary(indexFile));
     byte[] table = Table.write(index);
-    Future<Void> indexWrite = IoThreads.start(() -> {
+    Future<Void> indexWrite = io.start(() -> {
       try (FSDataOutputStream out = client.create(pending.indexTemp, true)) {
         out.write(table);
       }

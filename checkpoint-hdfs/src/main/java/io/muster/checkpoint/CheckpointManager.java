@@ -37,8 +37,11 @@ import org.slf4j.LoggerFactory;
  * {@link WritePolicy}) write the same checkpoint to their {@code workertemp_<i>} directory, which
  * is deleted after every save. A manager recovers the managed list and the numbering from an
  * existing state file. Not safe for two chiefs writing one directory.
+ *
+ * <p>A manager owns the threads its saves write through; {@link #close()} ends them, after which
+ * {@link #save} fails and restoring still works.
  */
-public final class CheckpointManager {
+public final class CheckpointManager implements AutoCloseable {
 
   public static final String STATE_FILE = "checkpoint";
   private static final Logger log = LoggerFactory.getLogger(CheckpointManager.class);
@@ -86,9 +89,12 @@ public final class CheckpointManager {
   private final Options options;
   private final Consumer<SaveStep> progress;
   private final Pattern numbered;
+  private final IoThreads io;
+  private final AtomicFiles files = new AtomicFiles();
   private List<Managed> managed = new ArrayList<>();
   private double lastPreserved;
   private long nextNumber = 1;
+  private boolean closed;
 
   public CheckpointManager(FileSystem fs, Path directory, WritePolicy policy, Options options) throws IOException {
     this(fs, directory, policy, options, step -> {});
@@ -103,6 +109,7 @@ public final class CheckpointManager {
     this.progress = progress;
     this.numbered = Pattern.compile(Pattern.quote(options.checkpointName()) + "-(\\d+)");
     this.lastPreserved = now() - 1;
+    this.io = new IoThreads("the checkpoint manager of " + this.directory);
     if (policy.chief()) {
       deleteLeftovers();
     }
@@ -167,14 +174,18 @@ public final class CheckpointManager {
    *
    * @throws IOException naming the path and the cause (no space, no permission, ...); the previous
    *     checkpoint stays the latest and readable
+   * @throws IllegalStateException when the manager is closed
    */
   public synchronized Path save(Map<String, Tensor> tensors, long number) throws IOException {
+    if (closed) {
+      throw new IllegalStateException("the checkpoint manager of " + directory + " is closed");
+    }
     String name = options.checkpointName() + "-" + number;
     Path prefix = new Path(directory, name);
     nextNumber = Math.max(nextNumber, number + 1);
     if (!policy.chief()) {
       try {
-        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors);
+        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors, io, files);
       } finally {
         policy.removeTempDir(fs, directory);
       }
@@ -202,8 +213,8 @@ public final class CheckpointManager {
     try {
       fs.mkdirs(directory);
       double keptSince = preserved;
-      stateWrite = IoThreads.start(() -> writeStateTemp(next, keptSince));
-      Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors);
+      stateWrite = io.start(() -> writeStateTemp(next, keptSince));
+      Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors, io, files);
       try {
         stateTemp = IoThreads.await(stateWrite);
         pending.commit(progress);
@@ -222,7 +233,7 @@ public final class CheckpointManager {
       throw new IOException("could not save checkpoint " + prefix + ": " + e.getMessage()
           + "; the latest complete checkpoint is still " + latest().map(Path::toString).orElse("none"), e);
     }
-    AtomicFiles.replace(fs, stateTemp, new Path(directory, STATE_FILE));
+    files.replace(fs, stateTemp, new Path(directory, STATE_FILE));
     progress.accept(SaveStep.STATE_REPLACED);
     managed = next;
     lastPreserved = preserved;
@@ -232,6 +243,13 @@ public final class CheckpointManager {
     log.info("saved checkpoint {} ({} tensors){}", prefix, tensors.size(),
         doomed.isEmpty() ? "" : "; deleted " + String.join(", ", doomed));
     return prefix;
+  }
+
+  /** Ends the threads saves write through, once a save in progress has ended. */
+  @Override
+  public synchronized void close() {
+    closed = true;
+    io.close();
   }
 
   /** The state file naming {@code checkpoints}, under a temporary name. */

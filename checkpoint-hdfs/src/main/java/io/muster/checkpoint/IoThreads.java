@@ -2,33 +2,62 @@ package io.muster.checkpoint;
 
 import java.io.IOException;
 import java.io.InterruptedIOException;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Threads for a save's small files (index, state), written while the caller writes the data file.
  * On HDFS every file's close waits for the namenode to complete it, which polls (see
  * {@link CheckpointClient}) when the datanode's block report is late; files written one after
  * another pay that wait one after another, files written at once pay it once.
+ *
+ * <p>Owned by whoever makes it (a {@link CheckpointManager}, or one {@link Bundle#write} call) and
+ * closed by it: {@link #close()} lets running writes finish and returns once every thread has
+ * ended. The threads are daemons named {@code muster-checkpoint-io-<n>}; an idle one ends after a
+ * minute, so a pool whose owner is never closed holds no thread for long.
  */
-final class IoThreads {
-  private IoThreads() {}
+final class IoThreads implements AutoCloseable {
+  static final String THREAD_PREFIX = "muster-checkpoint-io-";
+  private static final long IDLE_SECONDS = 60;
+  private static final AtomicInteger THREAD_NUMBER = new AtomicInteger();
 
   @FunctionalInterface
   interface Io<T> {
     T run() throws IOException;
   }
 
-  private static final ExecutorService POOL = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "muster-checkpoint-io");
-    t.setDaemon(true);
-    return t;
-  });
+  private final String owner;
+  private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
+  private final ThreadPoolExecutor pool;
 
-  static <T> Future<T> start(Io<T> io) {
-    return POOL.submit(io::run);
+  /** @param owner named in the error when a write is started after {@link #close()} */
+  IoThreads(String owner) {
+    this.owner = owner;
+    this.pool = new ThreadPoolExecutor(0, Integer.MAX_VALUE, IDLE_SECONDS, TimeUnit.SECONDS,
+        new SynchronousQueue<>(), this::newThread);
+  }
+
+  private Thread newThread(Runnable r) {
+    threads.removeIf(t -> !t.isAlive());
+    Thread t = new Thread(r, THREAD_PREFIX + THREAD_NUMBER.incrementAndGet());
+    t.setDaemon(true);
+    threads.add(t);
+    return t;
+  }
+
+  <T> Future<T> start(Io<T> io) {
+    try {
+      return pool.submit(io::run);
+    } catch (RejectedExecutionException e) {
+      throw new IllegalStateException("the checkpoint I/O threads of " + owner + " are closed", e);
+    }
   }
 
   /** The write's result, or its exception as thrown. */
@@ -56,6 +85,19 @@ final class IoThreads {
       return await(write);
     } catch (IOException | RuntimeException e) {
       return null;
+    }
+  }
+
+  /** Lets the writes already started finish, then ends every thread; idempotent. */
+  @Override
+  public void close() {
+    pool.shutdown();
+    try {
+      for (Thread t : threads) {
+        t.join();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 }

@@ -109,6 +109,13 @@ class BundleTest {
   }
 
   @Test
+  void aWriteOnItsOwnLeavesNoIoThreadBehind() throws Exception {
+    java.util.Set<Thread> before = CheckpointManagerTest.ioThreads();
+    Bundle.write(local(), new Path(tmp.toUri().toString(), "alone"), Map.of("w", Tensor.ofFloats(new long[] {1}, 1)));
+    assertEquals(before, CheckpointManagerTest.ioThreads());
+  }
+
+  @Test
   void corruptDataIsReportedWithTheKeyAndFile() throws Exception {
     Path prefix = new Path(tmp.toUri().toString(), "bad");
     Bundle.write(local(), prefix, Map.of("w", Tensor.ofFloats(new long[] {2}, 1, 2)));

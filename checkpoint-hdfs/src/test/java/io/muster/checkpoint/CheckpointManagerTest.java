@@ -12,11 +12,14 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -95,6 +98,37 @@ class CheckpointManagerTest {
     String text = new String(fs.open(new Path(dir, "checkpoint")).readAllBytes(), StandardCharsets.UTF_8);
     assertTrue(text.startsWith("model_checkpoint_path: \"ckpt-4\"\nall_model_checkpoint_paths: \"ckpt-3\"\n"), text);
     assertArrayEquals(new float[] {4, 4, 4, 4}, manager.restore(manager.latest().orElseThrow()).get("dense/kernel").floats());
+  }
+
+  /** The live checkpoint I/O threads, of every owner. */
+  static Set<Thread> ioThreads() {
+    return Thread.getAllStackTraces().keySet().stream()
+        .filter(t -> t.getName().startsWith(IoThreads.THREAD_PREFIX)).collect(Collectors.toSet());
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void closingTheManagerEndsItsIoThreadsAndLeavesItsCheckpointsReadable(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    Set<Thread> before = ioThreads();
+    Path saved;
+    Set<Thread> own;
+    try (CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS)) {
+      saved = manager.save(model(1));
+      own = new HashSet<>(ioThreads());
+      own.removeAll(before);
+      assertFalse(own.isEmpty(), "the save wrote its index and state on the manager's threads");
+      assertTrue(own.stream().allMatch(Thread::isDaemon));
+    }
+    assertEquals(Set.of(), own.stream().filter(Thread::isAlive).collect(Collectors.toSet()));
+    CheckpointManager closed = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS);
+    closed.close();
+    assertArrayEquals(new float[] {1, 1, 1, 1}, closed.restore(saved).get("dense/kernel").floats());
+    IllegalStateException refused = assertThrows(IllegalStateException.class, () -> closed.save(model(2)));
+    assertTrue(refused.getMessage().contains(dir.toString()), refused.getMessage());
   }
 
   @ParameterizedTest(name = "{0}")
