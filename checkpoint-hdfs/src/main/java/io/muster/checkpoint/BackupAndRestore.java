@@ -83,7 +83,7 @@ public final class BackupAndRestore implements AutoCloseable {
     if (latest.isEmpty()) {
       return Optional.empty();
     }
-    Map<String, Tensor> saved = new LinkedHashMap<>(Bundle.open(fs, latest.get()).readAll());
+    Map<String, Tensor> saved = new LinkedHashMap<>(BundleReader.open(fs, latest.get()).readAll());
     Tensor epochTensor = saved.remove(EPOCH_KEY);
     Tensor stepTensor = saved.remove(STEP_KEY);
     if (epochTensor == null || stepTensor == null) {

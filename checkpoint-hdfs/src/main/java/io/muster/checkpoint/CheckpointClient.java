@@ -23,7 +23,7 @@ import org.apache.hadoop.security.UserGroupInformation;
  *       a file's next block waits on the same reports with the same back-off). The polls double,
  *       and more of them keep the client's total patience at least the configured one.
  *   <li>Reads skip HDFS's per-chunk checksums: every tensor carries its own CRC32C from the
- *       writer's memory to the reader's, which {@link Bundle.Reader} checks, so verifying both
+ *       writer's memory to the reader's, which {@link BundleReader} checks, so verifying both
  *       would check every byte twice. A tensor whose CRC does not match is read again through the
  *       caller's own client, which verifies HDFS's checksums and moves to another replica when one
  *       is corrupt (HBase reads its HFiles the same way).

@@ -185,7 +185,7 @@ public final class CheckpointManager implements AutoCloseable {
     nextNumber = Math.max(nextNumber, number + 1);
     if (!policy.chief()) {
       try {
-        Bundle.write(fs, new Path(policy.writeDir(fs, directory), name), tensors, io, files);
+        BundleWriter.write(fs, new Path(policy.writeDir(fs, directory), name), tensors, io, files);
       } finally {
         policy.removeTempDir(fs, directory);
       }
@@ -214,7 +214,7 @@ public final class CheckpointManager implements AutoCloseable {
       fs.mkdirs(directory);
       double keptSince = preserved;
       stateWrite = io.start(() -> writeStateTemp(next, keptSince));
-      Bundle.Pending pending = Bundle.prepare(fs, prefix, tensors, io, files);
+      BundleWriter.Pending pending = BundleWriter.prepare(fs, prefix, tensors, io, files);
       try {
         stateTemp = IoThreads.await(stateWrite);
         pending.commit(progress);
@@ -294,15 +294,15 @@ public final class CheckpointManager implements AutoCloseable {
 
   /** Every tensor of a checkpoint. */
   public Map<String, Tensor> restore(Path prefix) throws IOException {
-    return Bundle.open(fs, prefix).readAll();
+    return BundleReader.open(fs, prefix).readAll();
   }
 
   /**
    * Restores into the model's own arrays, as TensorFlow restores into existing variables; see
-   * {@link Bundle.Reader#readInto}. Faster than {@link #restore} for large models (no new memory).
+   * {@link BundleReader#readInto}. Faster than {@link #restore} for large models (no new memory).
    */
   public void restoreInto(Path prefix, Map<String, ?> arrays) throws IOException {
-    Bundle.open(fs, prefix).readInto(arrays);
+    BundleReader.open(fs, prefix).readInto(arrays);
   }
 
   /**

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link CheckpointClient}) when the datanode's block report is late; files written one after
  * another pay that wait one after another, files written at once pay it once.
  *
- * <p>Owned by whoever makes it (a {@link CheckpointManager}, or one {@link Bundle#write} call) and
+ * <p>Owned by whoever makes it (a {@link CheckpointManager}, or one {@link BundleWriter#write} call) and
  * closed by it: {@link #close()} lets running writes finish and returns once every thread has
  * ended. The threads are daemons named {@code muster-checkpoint-io-<n>}; an idle one ends after a
  * minute, so a pool whose owner is never closed holds no thread for long.

@@ -51,7 +51,7 @@ class BundleTest {
     tensors.put("filler", new Tensor(DataType.DT_UINT8, new long[] {108}, new byte[108], null));
     tensors.put("empty", Tensor.ofFloats(new long[] {0}));
     tensors.put("m/zero", Tensor.ofFloats(new long[] {0, 3}));
-    Bundle.write(local(), prefix, tensors);
+    BundleWriter.write(local(), prefix, tensors);
     Map<String, byte[]> index = rawIndex(prefix);
     assertEquals("08 01 1a 02 08 01", hex(index.get("")));
     assertEquals("08 02 12 00 20 18 28 08 35 94 7c 58 b2", hex(index.get("alpha")));
@@ -66,7 +66,7 @@ class BundleTest {
 
   @Test
   void stringsAreEncodedAsTensorFlowDoes() {
-    byte[] encoded = Bundle.encodeStrings(List.of(new byte[0], "hello".getBytes(StandardCharsets.UTF_8),
+    byte[] encoded = BundleWriter.encodeStrings(List.of(new byte[0], "hello".getBytes(StandardCharsets.UTF_8),
         "ü".getBytes(StandardCharsets.UTF_8)));
     assertEquals("00 05 02 24 e3 b0 75 68 65 6c 6c 6f c3 bc", hex(encoded));
   }
@@ -82,8 +82,8 @@ class BundleTest {
     tensors.put("flags", Tensor.ofBooleans(new long[] {3}, true, false, true));
     tensors.put("words", Tensor.ofStrings(new long[] {3}, "", "hello", "ü"));
     tensors.put("step", Tensor.scalar(42));
-    Bundle.write(local(), prefix, tensors);
-    Bundle.Reader reader = Bundle.open(local(), prefix);
+    BundleWriter.write(local(), prefix, tensors);
+    BundleReader reader = BundleReader.open(local(), prefix);
     assertEquals(List.of("Z", "flags", "step", "words", "名/x", "～", "😀"), List.copyOf(reader.entries().keySet()));
     Map<String, Tensor> back = reader.readAll();
     tensors.forEach((name, t) -> assertEquals(t, back.get(name), name));
@@ -97,9 +97,9 @@ class BundleTest {
     for (int i = 5999; i >= 0; i--) {
       tensors.put(name(i), Tensor.ofFloats(new long[] {1}, i)); // reversed digits: little shared prefix
     }
-    Bundle.write(local(), prefix, tensors);
+    BundleWriter.write(local(), prefix, tensors);
     assertTrue(Files.size(java.nio.file.Path.of(Bundle.indexFile(prefix).toUri())) > 2 * 262144, "three data blocks");
-    Bundle.Reader reader = Bundle.open(local(), prefix);
+    BundleReader reader = BundleReader.open(local(), prefix);
     assertEquals(6000, reader.entries().size());
     assertEquals(4321f, reader.read(name(4321)).floats()[0]);
   }
@@ -111,32 +111,32 @@ class BundleTest {
   @Test
   void aWriteOnItsOwnLeavesNoIoThreadBehind() throws Exception {
     java.util.Set<Thread> before = CheckpointManagerTest.ioThreads();
-    Bundle.write(local(), new Path(tmp.toUri().toString(), "alone"), Map.of("w", Tensor.ofFloats(new long[] {1}, 1)));
+    BundleWriter.write(local(), new Path(tmp.toUri().toString(), "alone"), Map.of("w", Tensor.ofFloats(new long[] {1}, 1)));
     assertEquals(before, CheckpointManagerTest.ioThreads());
   }
 
   @Test
   void corruptDataIsReportedWithTheKeyAndFile() throws Exception {
     Path prefix = new Path(tmp.toUri().toString(), "bad");
-    Bundle.write(local(), prefix, Map.of("w", Tensor.ofFloats(new long[] {2}, 1, 2)));
+    BundleWriter.write(local(), prefix, Map.of("w", Tensor.ofFloats(new long[] {2}, 1, 2)));
     java.nio.file.Path data = java.nio.file.Path.of(Bundle.dataFile(prefix, 0, 1).toUri());
     byte[] bytes = Files.readAllBytes(data);
     bytes[0] ^= 1;
     Files.write(data, bytes);
-    IOException e = assertThrows(IOException.class, () -> Bundle.open(local(), prefix).read("w"));
+    IOException e = assertThrows(IOException.class, () -> BundleReader.open(local(), prefix).read("w"));
     assertTrue(e.getMessage().startsWith("Checksum does not match for w in "), e.getMessage());
   }
 
   @Test
   void truncatedOrMissingIndexIsAnError() throws Exception {
     Path prefix = new Path(tmp.toUri().toString(), "cut");
-    Bundle.write(local(), prefix, Map.of("w", Tensor.ofFloats(new long[] {1}, 1)));
+    BundleWriter.write(local(), prefix, Map.of("w", Tensor.ofFloats(new long[] {1}, 1)));
     java.nio.file.Path index = java.nio.file.Path.of(Bundle.indexFile(prefix).toUri());
     byte[] bytes = Files.readAllBytes(index);
     Files.write(index, java.util.Arrays.copyOf(bytes, bytes.length - 10));
-    IOException e = assertThrows(IOException.class, () -> Bundle.open(local(), prefix));
+    IOException e = assertThrows(IOException.class, () -> BundleReader.open(local(), prefix));
     assertTrue(e.getMessage().contains("not an sstable (bad magic number)"), e.getMessage());
-    assertThrows(java.io.FileNotFoundException.class, () -> Bundle.open(local(), new Path(tmp.toUri().toString(), "none")));
+    assertThrows(java.io.FileNotFoundException.class, () -> BundleReader.open(local(), new Path(tmp.toUri().toString(), "none")));
   }
 
   @Test
@@ -176,13 +176,13 @@ class BundleTest {
     arrays.put("step", new long[1]);
     arrays.put("ids", new int[3]);
     arrays.put("scale", new double[2]);
-    Bundle.write(local(), prefix, tensors);
+    BundleWriter.write(local(), prefix, tensors);
 
-    Map<String, Tensor> all = Bundle.open(local(), prefix).readAll();
+    Map<String, Tensor> all = BundleReader.open(local(), prefix).readAll();
     assertEquals(tensors.keySet(), all.keySet());
     tensors.forEach((name, t) -> assertArrayEquals(t.data(), all.get(name).data(), name));
 
-    Bundle.open(local(), prefix).readInto(arrays);
+    BundleReader.open(local(), prefix).readInto(arrays);
     for (int i = 0; i < 5; i++) {
       assertArrayEquals(tensors.get("layer" + i).floats(), (float[]) arrays.get("layer" + i), "layer" + i);
     }
@@ -191,28 +191,28 @@ class BundleTest {
     assertArrayEquals(new double[] {0.5, -1e300}, (double[]) arrays.get("scale"));
 
     IOException size = assertThrows(IOException.class,
-        () -> Bundle.open(local(), prefix).readInto(Map.of("ids", new int[4])));
+        () -> BundleReader.open(local(), prefix).readInto(Map.of("ids", new int[4])));
     assertTrue(size.getMessage().endsWith("ids is int32 of 12 bytes, but the array to restore it into holds 4 int32 "
         + "values"), size.getMessage());
     IOException dtype = assertThrows(IOException.class,
-        () -> Bundle.open(local(), prefix).readInto(Map.of("ids", new float[3])));
+        () -> BundleReader.open(local(), prefix).readInto(Map.of("ids", new float[3])));
     assertTrue(dtype.getMessage().contains("ids is int32 of 12 bytes"), dtype.getMessage());
     IOException missing = assertThrows(IOException.class,
-        () -> Bundle.open(local(), prefix).readInto(Map.of("nope", new float[1])));
+        () -> BundleReader.open(local(), prefix).readInto(Map.of("nope", new float[1])));
     assertTrue(missing.getMessage().startsWith("Key nope not found in checkpoint"), missing.getMessage());
 
     // flip one byte in the middle of layer3: both reads name the tensor
     java.nio.file.Path data = java.nio.file.Path.of(Bundle.dataFile(prefix, 0, 1).toUri());
-    long offset = Bundle.open(local(), prefix).entries().get("layer3").getOffset() + 12345;
+    long offset = BundleReader.open(local(), prefix).entries().get("layer3").getOffset() + 12345;
     try (var file = new java.io.RandomAccessFile(data.toFile(), "rw")) {
       file.seek(offset);
       int b = file.read();
       file.seek(offset);
       file.write(b ^ 0x40);
     }
-    IOException corrupt = assertThrows(IOException.class, () -> Bundle.open(local(), prefix).readInto(arrays));
+    IOException corrupt = assertThrows(IOException.class, () -> BundleReader.open(local(), prefix).readInto(arrays));
     assertTrue(corrupt.getMessage().startsWith("Checksum does not match for layer3"), corrupt.getMessage());
-    IOException corruptAll = assertThrows(IOException.class, () -> Bundle.open(local(), prefix).readAll());
+    IOException corruptAll = assertThrows(IOException.class, () -> BundleReader.open(local(), prefix).readAll());
     assertTrue(corruptAll.getMessage().startsWith("Checksum does not match for layer3"), corruptAll.getMessage());
   }
 }

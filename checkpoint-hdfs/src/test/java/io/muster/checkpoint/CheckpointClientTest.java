@@ -64,7 +64,7 @@ class CheckpointClientTest {
   private static void corrupt(Path prefix, int... dataNodes) throws IOException {
     Path data = Bundle.dataFile(prefix, 0, 1);
     ExtendedBlock block = DFSTestUtil.getFirstBlock(fs, data);
-    long offset = Bundle.open(fs, prefix).entries().get("w").getOffset() + 4097;
+    long offset = BundleReader.open(fs, prefix).entries().get("w").getOffset() + 4097;
     for (int dn : dataNodes) {
       File replica = hdfs.cluster().getBlockFile(dn, block);
       try (RandomAccessFile file = new RandomAccessFile(replica, "rw")) {

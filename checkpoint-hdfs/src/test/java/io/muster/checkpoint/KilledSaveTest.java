@@ -71,7 +71,7 @@ class KilledSaveTest {
 
     Optional<Path> latest = CheckpointManager.latestCheckpoint(fs, dir);
     assertTrue(latest.isPresent(), "a checkpoint is still the latest");
-    Map<String, Tensor> restored = Bundle.open(fs, latest.get()).readAll();
+    Map<String, Tensor> restored = BundleReader.open(fs, latest.get()).readAll();
     float expected = step == SaveStep.STATE_REPLACED ? 2 : 1;
     for (float v : restored.get("layer/kernel").floats()) {
       assertEquals(expected, v);

@@ -108,7 +108,7 @@ class TensorFlowRoundTripTest {
     FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     Path prefix = new Path(tmp.resolve("muster").toUri());
     Map<String, Tensor> written = tensors();
-    Bundle.write(fs, prefix, written);
+    BundleWriter.write(fs, prefix, written);
 
     try (Graph g = new Graph(); Session session = new Session(g)) {
       Ops tf = Ops.create(g);
@@ -141,12 +141,12 @@ class TensorFlowRoundTripTest {
           noSlices(tf, saved.size()), values);
       session.runner().addTarget(save).run();
     }
-    Map<String, Tensor> read = Bundle.open(fs, tfPrefix).readAll();
+    Map<String, Tensor> read = BundleReader.open(fs, tfPrefix).readAll();
     assertEquals(saved.size(), read.size());
     saved.forEach((name, t) -> assertEquals(t, read.get(name), name));
 
     Path musterPrefix = new Path(tmp.resolve("muster-same").toUri());
-    Bundle.write(fs, musterPrefix, saved);
+    BundleWriter.write(fs, musterPrefix, saved);
     for (String suffix : new String[] {".index", ".data-00000-of-00001"}) {
       assertArrayEquals(Files.readAllBytes(java.nio.file.Path.of(tfPrefix.toUri().getPath() + suffix)),
           Files.readAllBytes(java.nio.file.Path.of(musterPrefix.toUri().getPath() + suffix)), suffix + " byte for byte");

@@ -1,6 +1,7 @@
 package io.muster.cli;
 
 import io.muster.checkpoint.Bundle;
+import io.muster.checkpoint.BundleReader;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.proto.tf.BundleEntryProto;
@@ -49,7 +50,7 @@ final class CheckpointCommand {
       }
       out.println();
       out.println("tensors of " + latest.get().getName() + ":");
-      for (Map.Entry<String, BundleEntryProto> e : Bundle.open(fs, latest.get()).entries().entrySet()) {
+      for (Map.Entry<String, BundleEntryProto> e : BundleReader.open(fs, latest.get()).entries().entrySet()) {
         out.println(e.getKey() + "  " + Tensor.dtypeName(e.getValue().getDtype()) + "  " + shape(e.getValue().getShape()));
       }
       return 0;

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.muster.checkpoint.Bundle;
+import io.muster.checkpoint.BundleReader;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.summary.EventFiles;
@@ -99,6 +99,6 @@ class SparkDemoTest {
 
   private static Map<String, Tensor> latest(FileSystem fs, String dir) throws Exception {
     org.apache.hadoop.fs.Path ckpt = new org.apache.hadoop.fs.Path(dir);
-    return Bundle.open(fs, CheckpointManager.latestCheckpoint(fs, ckpt).orElseThrow()).readAll();
+    return BundleReader.open(fs, CheckpointManager.latestCheckpoint(fs, ckpt).orElseThrow()).readAll();
   }
 }
