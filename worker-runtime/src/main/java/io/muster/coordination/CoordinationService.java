@@ -52,20 +52,18 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   private boolean allRegistered;
   private boolean closed;
 
-  /** One coordinated task's record at the service. */
+  /** One coordinated task's record at the service: its state, and the errors on their way to it. */
   private static final class Task {
     final TaskId id;
     final String address;
-    TaskState state = TaskState.DISCONNECTED;
-    long incarnation;
-    long lastHeartbeatNanos;
-    StatusRuntimeException error;
+    final TaskStateMachine lifecycle;
     StreamObserver<PollForErrorResponse> poll;
     StatusRuntimeException undeliveredError;
 
     Task(TaskId id, String address) {
       this.id = id;
       this.address = address;
+      this.lifecycle = new TaskStateMachine(id, describe());
     }
 
     String describe() {
@@ -88,7 +86,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       return t;
     });
     this.barriers = new Barriers(timer, this, id -> tasks.get(id).describe(),
-        id -> Optional.ofNullable(tasks.get(id).error).map(e -> e.getStatus().getDescription()));
+        id -> Optional.ofNullable(tasks.get(id).lifecycle.error()).map(e -> e.getStatus().getDescription()));
     Duration period = options.heartbeatTimeout().dividedBy(2).compareTo(Duration.ofSeconds(1)) < 0
         ? options.heartbeatTimeout().dividedBy(2) : Duration.ofSeconds(1);
     timer.scheduleWithFixedDelay(this::checkHeartbeats, period.toMillis(), period.toMillis(), TimeUnit.MILLISECONDS);
@@ -108,37 +106,29 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       fail(response, unknownTask(request.getSourceTask(), "registered"));
       return;
     }
-    long incarnation = request.getIncarnation();
-    switch (task.state) {
-      case DISCONNECTED, UNINITIALIZED -> connect(task, incarnation);
-      case CONNECTED -> {
-        if (task.incarnation != incarnation) {
-          StatusRuntimeException error = Errors.error(Status.Code.ABORTED, task.describe()
-              + " unexpectedly tried to connect with a different incarnation. It has likely restarted.", task.id, false);
-          setError(task, error);
-          propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted (new incarnation) "
-              + "while the job was running; the job must be restarted.", false);
-          fail(response, error);
-          return;
-        }
+    switch (task.lifecycle.register(request.getIncarnation(), System.nanoTime())) {
+      case CONNECTED -> connected(task);
+      case ALREADY_CONNECTED -> { }
+      case RESTARTED -> {
+        failed(task);
+        propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted (new incarnation) "
+            + "while the job was running; the job must be restarted.", false);
+        fail(response, task.lifecycle.error());
+        return;
       }
-      case ERROR -> {
+      case REFUSED_IN_ERROR -> {
         fail(response, Errors.error(Status.Code.ABORTED, task.describe() + " unexpectedly tried to connect while it is "
-            + "already in error (" + task.error.getStatus().getDescription() + "). ResetTask() should be called before "
-            + "a subsequent connect attempt.", task.id, false));
+            + "already in error (" + task.lifecycle.error().getStatus().getDescription() + "). ResetTask() should be "
+            + "called before a subsequent connect attempt.", task.id, false));
         return;
       }
     }
     reply(response, RegisterTaskResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
   }
 
-  private void connect(Task task, long incarnation) {
-    task.state = TaskState.CONNECTED;
-    task.incarnation = incarnation;
-    task.lastHeartbeatNanos = System.nanoTime();
-    task.error = null;
+  private void connected(Task task) {
     task.undeliveredError = null;
-    long connected = tasks.values().stream().filter(t -> t.state == TaskState.CONNECTED).count();
+    long connected = tasks.values().stream().filter(t -> t.lifecycle.connected()).count();
     log.info("{} registered ({} of {} tasks connected)", task.describe(), connected, tasks.size());
     if (!allRegistered && connected == tasks.size()) {
       allRegistered = true;
@@ -155,42 +145,34 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       fail(response, unknownTask(request.getSourceTask(), "sent a heartbeat"));
       return;
     }
-    if (task.state == TaskState.ERROR) {
-      fail(response, Errors.error(Status.Code.ABORTED, "Unexpected heartbeat request from an already-in-error task: "
-          + task.describe() + " (" + task.error.getStatus().getDescription() + ")", task.id, false));
-      return;
-    }
-    if (task.state != TaskState.CONNECTED) {
-      fail(response, Errors.error(Status.Code.INVALID_ARGUMENT, "Task " + task.describe()
+    switch (task.lifecycle.heartbeat(request.getIncarnation(), System.nanoTime())) {
+      case ACCEPTED -> reply(response, HeartbeatResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
+      case REFUSED_IN_ERROR -> fail(response, Errors.error(Status.Code.ABORTED, "Unexpected heartbeat request from an "
+          + "already-in-error task: " + task.describe() + " (" + task.lifecycle.error().getStatus().getDescription() + ")",
+          task.id, false));
+      case REFUSED_NOT_CONNECTED -> fail(response, Errors.error(Status.Code.INVALID_ARGUMENT, "Task " + task.describe()
           + " must be registered before sending heartbeat messages", task.id, false));
-      return;
+      case RESTARTED -> {
+        failed(task);
+        propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted while the job was running.",
+            false);
+        fail(response, task.lifecycle.error());
+      }
     }
-    if (task.incarnation != request.getIncarnation()) {
-      StatusRuntimeException error = Errors.error(Status.Code.ABORTED, task.describe() + " Heartbeat: Incarnation ID "
-          + "mismatch: expecting " + Long.toUnsignedString(task.incarnation) + " but got "
-          + Long.toUnsignedString(request.getIncarnation()) + ". The task has restarted.", task.id, false);
-      setError(task, error);
-      propagate(task, Status.Code.ABORTED, "Task " + task.describe() + " has restarted while the job was running.", false);
-      fail(response, error);
-      return;
-    }
-    task.lastHeartbeatNanos = System.nanoTime();
-    reply(response, HeartbeatResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
   }
 
   private synchronized void checkHeartbeats() {
     long now = System.nanoTime();
     List<Task> stale = tasks.values().stream()
-        .filter(t -> t.state == TaskState.CONNECTED && now - t.lastHeartbeatNanos > options.heartbeatTimeout().toNanos())
+        .filter(t -> t.lifecycle.heartbeatOverdue(now, options.heartbeatTimeout()))
         .toList();
     if (stale.isEmpty() || closed) {
       return;
     }
     for (Task task : stale) {
       log.error("{} missed its heartbeats for {}; declaring it failed", task.describe(), options.heartbeatTimeout());
-      setError(task, Errors.error(Status.Code.UNAVAILABLE, "Task " + task.describe() + " heartbeat timeout. This "
-          + "indicates that the remote task has failed, got preempted, or crashed unexpectedly. Check the task logs "
-          + "for an earlier error to debug further.", task.id, false));
+      task.lifecycle.heartbeatTimedOut();
+      failed(task);
     }
     String names = stale.stream().limit(3).map(Task::describe).collect(Collectors.joining("\n"));
     propagate(stale.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending heartbeats):\n"
@@ -207,7 +189,8 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
     Status.Code code = Status.fromCodeValue(request.getErrorCode()).getCode();
     log.error("{} reported an error: {}: {}", task.describe(), code, request.getErrorMessage());
-    setError(task, Errors.error(code, request.getErrorMessage(), task.id, true));
+    task.lifecycle.errorReported(code, request.getErrorMessage());
+    failed(task);
     propagate(task, code, "Task " + task.describe() + " reported an error: " + request.getErrorMessage(), true);
     reply(response, ReportErrorToServiceResponse.getDefaultInstance());
   }
@@ -224,7 +207,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       task.undeliveredError = null;
       return;
     }
-    if (task.state != TaskState.CONNECTED) {
+    if (!task.lifecycle.connected()) {
       fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Task " + task.describe()
           + " must be registered before polling for errors", task.id, false));
       return;
@@ -242,10 +225,9 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     });
   }
 
-  /** Puts the task in ERROR, tells the task itself, and fails what waits on it. */
-  private void setError(Task task, StatusRuntimeException error) {
-    task.state = TaskState.ERROR;
-    task.error = error;
+  /** After the task went to ERROR: tells the task itself, and fails what waits on it. */
+  private void failed(Task task) {
+    StatusRuntimeException error = task.lifecycle.error();
     deliver(task, error);
     barriers.failBarriersOf(task.id, error.getStatus().getDescription());
     if (!allRegistered) {
@@ -260,7 +242,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   private void propagate(Task source, Status.Code code, String message, boolean reported) {
     StatusRuntimeException error = Errors.error(code, message, source.id, reported);
     tasks.values().stream()
-        .filter(t -> t != source && t.state == TaskState.CONNECTED)
+        .filter(t -> t != source && t.lifecycle.connected())
         .forEach(t -> deliver(t, error));
   }
 
@@ -285,10 +267,12 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
         return;
       }
       CoordinatedTaskStateInfo.Builder info = CoordinatedTaskStateInfo.newBuilder()
-          .setTask(Errors.toProto(task.id)).setState(task.state.toProto()).setIncarnation(task.incarnation);
-      if (task.error != null) {
-        info.setErrorCode(task.error.getStatus().getCode().value())
-            .setErrorMessage(String.valueOf(task.error.getStatus().getDescription()))
+          .setTask(Errors.toProto(task.id)).setState(task.lifecycle.state().toProto())
+          .setIncarnation(task.lifecycle.incarnation());
+      StatusRuntimeException error = task.lifecycle.error();
+      if (error != null) {
+        info.setErrorCode(error.getStatus().getCode().value())
+            .setErrorMessage(String.valueOf(error.getStatus().getDescription()))
             .setErrorPayload(CoordinationServiceError.newBuilder().setSourceTask(Errors.toProto(task.id)));
       }
       states.addTaskState(info);
@@ -305,9 +289,9 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       fail(response, unknownTask(request.getSourceTask(), "waited for all tasks"));
       return;
     }
-    if (task.state != TaskState.CONNECTED) {
+    if (!task.lifecycle.connected()) {
       fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Task " + task.describe()
-          + " must be registered before waiting for all tasks; it is " + task.state, task.id, false));
+          + " must be registered before waiting for all tasks; it is " + task.lifecycle.state(), task.id, false));
       return;
     }
     if (allRegistered) {
@@ -346,8 +330,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   }
 
   private void disconnect(Task task) {
-    if (task.state == TaskState.CONNECTED) {
-      task.state = TaskState.DISCONNECTED;
+    if (task.lifecycle.shutDown()) {
       log.info("{} shut down", task.describe());
     }
     if (task.poll != null) {
@@ -363,13 +346,11 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       fail(response, unknownTask(request.getSourceTask(), "asked for a reset"));
       return;
     }
-    if (task.state != TaskState.ERROR) {
+    if (!task.lifecycle.reset()) {
       fail(response, Errors.error(Status.Code.FAILED_PRECONDITION, "Reset is only allowed for a task in error; "
-          + task.describe() + " is " + task.state, task.id, false));
+          + task.describe() + " is " + task.lifecycle.state(), task.id, false));
       return;
     }
-    task.state = TaskState.DISCONNECTED;
-    task.error = null;
     task.undeliveredError = null;
     log.info("{} was reset and may register again", task.describe());
     reply(response, ResetTaskResponse.getDefaultInstance());
@@ -528,7 +509,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
         }
       }
       barriers.failAll(shuttingDown());
-      String unregistered = tasks.values().stream().filter(t -> t.state != TaskState.CONNECTED)
+      String unregistered = tasks.values().stream().filter(t -> !t.lifecycle.connected())
           .map(Task::describe).collect(Collectors.joining(", "));
       StatusRuntimeException gaveUp = Errors.error(Status.Code.ABORTED, "the coordination service is shutting down "
           + "before every task registered; not registered: " + unregistered, null, false);
