@@ -101,6 +101,7 @@ final class CheckpointBench {
       for (int rep = 0; rep < READS; rep++) {
         timings.run(reads, round, rep);
       }
+      manager.close();
       fs.delete(dir, true);
     }
     double mb = bytes / 1e6;

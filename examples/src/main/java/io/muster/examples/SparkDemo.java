@@ -173,19 +173,18 @@ public final class SparkDemo {
     }
 
     SoftmaxModel model = new SoftmaxModel(features, classes);
-    BackupAndRestore backup = ctx.backupAndRestore(new Path(out, "backup"),
-        BackupAndRestore.EVERY_EPOCH);
-    var resume = backup.restore(steps);
-    int firstEpoch = 0;
-    if (resume.isPresent()) {
-      firstEpoch = resume.get().epoch();
-      System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
-      System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
-    }
-    strategy.broadcastFromChief(model.variables());
-    CheckpointManager checkpoints = ctx.checkpointManager(new Path(out, "ckpt"),
-        CheckpointManager.Options.DEFAULTS);
-    try (SummaryWriter summaries = ctx.summaryWriter(new Path(new Path(out, "logs"), "train"))) {
+    try (BackupAndRestore backup = ctx.backupAndRestore(new Path(out, "backup"), BackupAndRestore.EVERY_EPOCH);
+        CheckpointManager checkpoints = ctx.checkpointManager(new Path(out, "ckpt"),
+            CheckpointManager.Options.DEFAULTS);
+        SummaryWriter summaries = ctx.summaryWriter(new Path(new Path(out, "logs"), "train"))) {
+      var resume = backup.restore(steps);
+      int firstEpoch = 0;
+      if (resume.isPresent()) {
+        firstEpoch = resume.get().epoch();
+        System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
+        System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
+      }
+      strategy.broadcastFromChief(model.variables());
       long start = System.nanoTime();
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
         if (ctx.attempt() == 0 && epoch + 1 == options.crashOnceAtEpoch()) {
@@ -216,9 +215,9 @@ public final class SparkDemo {
               strategy.numReplicasInSync());
         }
       }
+      backup.onTrainEnd();
+      return new Weights(model.weights, model.bias, ctx.attempt(), firstEpoch);
     }
-    backup.onTrainEnd();
-    return new Weights(model.weights, model.bias, ctx.attempt(), firstEpoch);
   }
 
   private static SyntheticBlobs toArrays(List<Row> rows, int features, float[] mean, float[] scale, int classes) {

@@ -33,7 +33,7 @@ public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> 
     return WritePolicy.of(strategy.cluster(), task);
   }
 
-  /** A checkpoint manager for {@code dir} (any Hadoop file system) with this task's write policy. */
+  /** A checkpoint manager for {@code dir} (any Hadoop file system) with this task's write policy; close it. */
   public CheckpointManager checkpointManager(Path dir, CheckpointManager.Options options) throws IOException {
     return new CheckpointManager(fileSystem(dir), dir, writePolicy(), options);
   }
@@ -43,7 +43,7 @@ public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> 
     return SummaryWriter.create(fileSystem(logDir), logDir, writePolicy(), SummaryWriter.Options.DEFAULTS);
   }
 
-  /** Backup and restore under {@code dir}, so a re-run gang resumes instead of starting over. */
+  /** Backup and restore under {@code dir}, so a re-run gang resumes instead of starting over; close it. */
   public BackupAndRestore backupAndRestore(Path dir, int saveEverySteps) throws IOException {
     return new BackupAndRestore(fileSystem(dir), dir, writePolicy(), saveEverySteps);
   }
