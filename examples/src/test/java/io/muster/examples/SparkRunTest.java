@@ -12,6 +12,9 @@ import io.muster.spark.BarrierTrainer;
 import io.muster.spark.CommandLine;
 import io.muster.spark.ExternalCommand;
 import io.muster.testing.ChildJvm;
+import io.muster.testing.Pids;
+import io.muster.testing.PythonTensorFlow;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -36,6 +39,33 @@ class SparkRunTest {
   @AfterAll
   static void stop() {
     spark.stop();
+  }
+
+  /**
+   * Real TensorFlow 2.21: a ParameterServerStrategy job (chief, worker, ps) on a Spark gang. The
+   * chief's coordinator runs 50 closures on the worker against the variable on the ps and exits;
+   * the worker's and the ps's servers never exit by themselves, and Muster ends them.
+   */
+  @Test
+  void realTensorFlowParameterServerStrategyEndsWithItsChiefAndItsServersAreEnded(@TempDir Path tmp)
+      throws Exception {
+    Path python = PythonTensorFlow.python();
+    Path script = tmp.resolve("ps_strategy.py");
+    try (var in = SparkRunTest.class.getResourceAsStream("/ps_strategy.py")) {
+      Files.copy(in, script);
+    }
+    List<CommandLine> lines = new CopyOnWriteArrayList<>();
+    byte[] result = BarrierTrainer.builder().chief(true).numWorkers(1).ps(1).commandLogs(lines::add).build()
+        .run(spark, ExternalCommand.of(python.toString(), script.toString()).withTimeout(Duration.ofMinutes(3)))
+        .orElseThrow();
+    assertEquals("total=50", new String(result, StandardCharsets.UTF_8));
+    List<String> started = lines.stream().map(CommandLine::text).filter(t -> t.startsWith("started ")).sorted()
+        .toList();
+    assertEquals(3, started.size(), "chief, worker and ps each started once: " + started);
+    for (String line : started) {
+      long pid = Long.parseLong(line.substring(line.lastIndexOf(' ') + 1));
+      assertTrue(!Pids.running(pid), line + ": the process still runs");
+    }
   }
 
   @Test

@@ -207,7 +207,7 @@ class ExternalCommandTest {
         + "  echo chief-result > \"$MUSTER_RESULT_FILE\"; exit " + chiefExit + "; "
         + "fi; exec sleep 600";
     return BarrierTrainer.builder().chief(true).numWorkers(2).ps(1).commandLogs(lines::add).build()
-        .run(rows(30), ExternalCommand.of("sh", "-c", script));
+        .run(rows(30), ExternalCommand.of("sh", "-c", script).withTimeout(Duration.ofMinutes(2)));
   }
 
   private void assertEveryServedProcessIsGone() throws Exception {
