@@ -9,7 +9,6 @@ import io.muster.collective.DataType;
 import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.coordination.TaskRuntime;
-import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -28,12 +27,13 @@ public final class AllReduceRank {
 
   public static void main(String[] args) {
     TfConfig config = TfConfig.fromEnvironment(System.getenv());
-    try (TaskRuntime runtime = TaskRuntime.builder(config, Security.fromEnvironment(System.getenv()))
+    Security security = Security.fromEnvironment(System.getenv());
+    try (TaskRuntime runtime = TaskRuntime.builder(config, security)
         .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofMinutes(2))
             .withShutdownBarrierTimeout(Duration.ofMinutes(2))).start()) {
       runtime.join();
       try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
-          "127.0.0.1", runtime.agent(), JobToken.fromEnvironment(System.getenv()), CommunicationOptions.DEFAULTS,
+          "127.0.0.1", runtime.agent(), security, CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
         warmUp(c);
         for (String size : args) {

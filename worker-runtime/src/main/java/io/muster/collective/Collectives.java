@@ -2,7 +2,7 @@ package io.muster.collective;
 
 import io.muster.coordination.CoordinationAgent;
 import io.muster.rpc.BindAddresses;
-import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -71,10 +71,12 @@ public final class Collectives implements AutoCloseable {
    * the previous one, all within the timeout.
    *
    * @param advertisedHost the host peers reach this task at (its {@code TF_CONFIG} host)
+   * @param security the job token every stream opens with, and TLS for the streams when configured
+   *     (the task server's certificate and trusted certificates)
    * @param timeout how long a collective may go without receiving data; also the set-up deadline
    */
   public static Collectives create(CollectiveGroup group, String name, String advertisedHost, CoordinationAgent agent,
-      JobToken token, CommunicationOptions options, Duration timeout) {
+      Security security, CommunicationOptions options, Duration timeout) {
     if (options.implementation() == CommunicationOptions.Implementation.NCCL) {
       log.warn("NCCL was asked for, but Muster's NCCL path is not available on this host (no GPU support built); "
           + "running collectives on the RING implementation");
@@ -84,7 +86,7 @@ public final class Collectives implements AutoCloseable {
     }
     try {
       Ring ring = Ring.connect(group, name, advertisedHost,
-          BindAddresses.forHost(group.self(), new io.muster.cluster.HostPort(advertisedHost, 0)), agent, token, timeout);
+          BindAddresses.forHost(group.self(), new io.muster.cluster.HostPort(advertisedHost, 0)), agent, security, timeout);
       return new Collectives(group, ring, timeout);
     } catch (IOException e) {
       throw new UncheckedIOException(group.self() + " could not set up the collective ring: " + e.getMessage(), e);

@@ -4,6 +4,8 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TlsContexts;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -17,6 +19,7 @@ import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -24,6 +27,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -32,7 +37,10 @@ import org.slf4j.LoggerFactory;
  * the previous rank (read), set up once and kept for the life of the group.
  *
  * <p>Streams are opened with a handshake that carries the job token (checked in constant time;
- * a stranger is refused and the accept goes on). Data moves in frames: a 16-byte header (type,
+ * a stranger is refused and the accept goes on). With TLS configured, every stream is TLS with the
+ * job's certificates (the rank that accepts serves the certificate, the one that connects checks
+ * it, as on gRPC), the token handshake runs inside it, and a peer without TLS is refused in words.
+ * Data moves in frames: a 16-byte header (type,
  * op sequence number, step, payload length) then the payload, so a rank that calls a different
  * collective, or with a different size, is caught instead of mixing data. Small frames are
  * written by the calling thread; large ones by a sender thread so that sending, receiving and
@@ -44,13 +52,13 @@ final class Ring implements AutoCloseable {
   static final int HEADER = 16;
   private static final int DATA = 1;
   private static final int ABORT = 2;
-  private static final int MAGIC = 0x4d555331; // "MUS1"
+  static final int MAGIC = 0x4d555331; // "MUS1"
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
   private final TaskId nextTask;
-  private final SocketChannel toNext;
-  private final SocketChannel fromPrev;
+  private final RingStream toNext;
+  private final RingStream fromPrev;
   private final ReentrantLock writeLock = new ReentrantLock();
   private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
   private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
@@ -66,7 +74,7 @@ final class Ring implements AutoCloseable {
 
   private record Frame(int seq, int step, ByteBuffer payload) {}
 
-  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, SocketChannel toNext, SocketChannel fromPrev) {
+  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev) {
     this.prevTask = prevTask;
     this.nextTask = nextTask;
     this.toNext = toNext;
@@ -78,10 +86,13 @@ final class Ring implements AutoCloseable {
 
   /**
    * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
-   * the coordination service, connects to the next rank and accepts the previous one.
+   * the coordination service, connects to the next rank and accepts the previous one; over TLS
+   * when {@code security} has it.
    */
   static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
-      CoordinationAgent agent, JobToken token, Duration timeout) throws IOException {
+      CoordinationAgent agent, Security security, Duration timeout) throws IOException {
+    JobToken token = security.token();
+    Optional<SSLContext> tls = security.tls().map(TlsContexts::of);
     TaskId self = group.self();
     TaskId prev = group.member(group.rank() - 1);
     TaskId next = group.member(group.rank() + 1);
@@ -92,24 +103,24 @@ final class Ring implements AutoCloseable {
           .getBytes(StandardCharsets.UTF_8), true);
       HostPort nextAddress = HostPort.parse(new String(agent.get(key(groupName, group.rank() + 1 == group.size()
           ? 0 : group.rank() + 1), timeout), StandardCharsets.UTF_8));
-      CompletableFuture<SocketChannel> accepted = CompletableFuture.supplyAsync(() -> {
+      CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
         try {
-          return accept(server, group, prev, token, timeout);
+          return accept(server, group, prev, token, tls, timeout);
         } catch (IOException e) {
           throw new java.io.UncheckedIOException(e);
         }
       }, r -> new Thread(r, "muster-collective-accept-" + self.job() + "-" + self.index()).start());
-      SocketChannel toNext;
+      RingStream toNext;
       try {
-        toNext = dial(nextAddress, group.rank(), next, token, timeout);
+        toNext = dial(nextAddress, group.rank(), next, token, tls, timeout);
       } catch (IOException e) {
         accepted.cancel(true);
         throw e;
       }
       try {
-        SocketChannel fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
-        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}", self,
-            group.rank(), group.size(), prev, next, nextAddress);
+        RingStream fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
+        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
+            group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
         return new Ring(self, prev, next, toNext, fromPrev);
       } catch (Exception e) {
         toNext.close();
@@ -123,27 +134,28 @@ final class Ring implements AutoCloseable {
     return "muster/collective/" + group + "/" + rank;
   }
 
-  private static SocketChannel dial(HostPort address, int rank, TaskId next, JobToken token, Duration timeout)
-      throws IOException {
+  private static RingStream dial(HostPort address, int rank, TaskId next, JobToken token, Optional<SSLContext> tls,
+      Duration timeout) throws IOException {
     SocketChannel channel = SocketChannel.open();
     try {
       configure(channel);
       channel.socket().connect(new InetSocketAddress(address.host(), address.port()), (int) timeout.toMillis());
       Socket socket = channel.socket();
       socket.setSoTimeout((int) timeout.toMillis());
-      DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+      RingStream stream = tls.isEmpty() ? RingStream.plain(channel) : tlsClient(channel, tls.get(), address, next);
+      DataOutputStream out = new DataOutputStream(stream.out());
       byte[] secret = token.value().getBytes(StandardCharsets.US_ASCII);
       out.writeInt(MAGIC);
       out.writeInt(rank);
       out.writeInt(secret.length);
       out.write(secret);
       out.flush();
-      DataInputStream in = new DataInputStream(socket.getInputStream());
+      DataInputStream in = new DataInputStream(stream.in());
       if (in.readByte() != 0) {
         throw new IOException("collective stream to " + next + " at " + address + " refused: " + in.readUTF());
       }
       socket.setSoTimeout(0);
-      return channel;
+      return stream;
     } catch (IOException e) {
       channel.close();
       throw e instanceof SocketTimeoutException
@@ -152,8 +164,18 @@ final class Ring implements AutoCloseable {
     }
   }
 
-  private static SocketChannel accept(ServerSocketChannel server, CollectiveGroup group, TaskId prev, JobToken token,
-      Duration timeout) throws IOException {
+  private static RingStream tlsClient(SocketChannel channel, SSLContext tls, HostPort address, TaskId next)
+      throws IOException {
+    try {
+      return RingStream.tlsClient(channel, tls, address);
+    } catch (SSLException e) {
+      throw new IOException("TLS handshake with " + next + " at " + address + " failed: " + e.getMessage()
+          + " (every task of a job needs the same " + TLS_SETTINGS + ")", e);
+    }
+  }
+
+  private static RingStream accept(ServerSocketChannel server, CollectiveGroup group, TaskId prev, JobToken token,
+      Optional<SSLContext> tls, Duration timeout) throws IOException {
     long deadline = System.nanoTime() + timeout.toNanos();
     int expected = Math.floorMod(group.rank() - 1, group.size());
     while (true) {
@@ -172,11 +194,27 @@ final class Ring implements AutoCloseable {
       try {
         configure(channel);
         socket.setSoTimeout((int) Math.max(1, left));
-        DataInputStream in = new DataInputStream(socket.getInputStream());
-        DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+        RingStream stream;
+        if (tls.isPresent()) {
+          // A peer without TLS opens with the plain handshake: answer it in words it can read.
+          byte[] first = new DataInputStream(socket.getInputStream()).readNBytes(4);
+          if (first.length == 4 && ByteBuffer.wrap(first).getInt() == MAGIC) {
+            refuse(channel, new DataOutputStream(socket.getOutputStream()), "this task's collectives use TLS and the "
+                + "peer's do not; every task of a job needs the same " + TLS_SETTINGS);
+            continue;
+          }
+          stream = RingStream.tlsServer(channel, tls.get(), first);
+        } else {
+          stream = RingStream.plain(channel);
+        }
+        DataInputStream in = new DataInputStream(stream.in());
+        DataOutputStream out = new DataOutputStream(stream.out());
         String refusal = null;
-        if (in.readInt() != MAGIC) {
-          refusal = "not a Muster collective stream";
+        int magic = in.readInt();
+        if (magic != MAGIC) {
+          refusal = magic >>> 24 == TLS_HANDSHAKE_RECORD
+              ? "the peer's collectives use TLS and this task's do not; every task of a job needs the same " + TLS_SETTINGS
+              : "not a Muster collective stream";
         } else {
           int rank = in.readInt();
           int length = in.readInt();
@@ -192,22 +230,41 @@ final class Ring implements AutoCloseable {
           }
         }
         if (refusal != null) {
-          out.writeByte(1);
-          out.writeUTF(refusal);
-          out.flush();
-          log.warn("refused a collective stream from {}: {}", socket.getRemoteSocketAddress(), refusal);
-          channel.close();
+          refuse(channel, out, refusal);
           continue;
         }
         out.writeByte(0);
         out.flush();
         socket.setSoTimeout(0);
-        return channel;
+        return stream;
       } catch (IOException e) {
         log.warn("dropped a collective stream from {}: {}", socket.getRemoteSocketAddress(), e.toString());
         channel.close();
       }
     }
+  }
+
+  private static final String TLS_SETTINGS = "TLS settings (MUSTER_TLS_CERT, MUSTER_TLS_KEY, MUSTER_TLS_CA)";
+  /** A TLS stream opens with a handshake record: content type 22. */
+  private static final int TLS_HANDSHAKE_RECORD = 22;
+  private static final Duration REFUSAL_LINGER = Duration.ofSeconds(1);
+
+  private static void refuse(SocketChannel channel, DataOutputStream out, String refusal) throws IOException {
+    out.writeByte(1);
+    out.writeUTF(refusal);
+    out.flush();
+    log.warn("refused a collective stream from {}: {}", channel.getRemoteAddress(), refusal);
+    // Closing with the peer's bytes unread would reset the connection, and the reset can overtake
+    // the refusal: read what the peer sends until it hangs up (it does once it has the refusal).
+    Socket socket = channel.socket();
+    socket.shutdownOutput();
+    socket.setSoTimeout((int) REFUSAL_LINGER.toMillis());
+    try {
+      socket.getInputStream().skip(Long.MAX_VALUE);
+    } catch (SocketTimeoutException e) {
+      // a stranger that does not hang up is cut off
+    }
+    channel.close();
   }
 
   private static void configure(SocketChannel channel) throws IOException {
@@ -329,8 +386,10 @@ final class Ring implements AutoCloseable {
 
   /** What went wrong, in words; an interrupt means this task itself was stopped, not its peer. */
   private String cause(IOException e) {
-    if (e instanceof java.nio.channels.ClosedByInterruptException) {
-      return "this task's thread was interrupted (the task was killed or cancelled)";
+    for (Throwable t = e; t != null; t = t.getCause()) { // under TLS, the interrupt comes wrapped
+      if (t instanceof java.nio.channels.ClosedByInterruptException) {
+        return "this task's thread was interrupted (the task was killed or cancelled)";
+      }
     }
     return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
   }
@@ -409,9 +468,9 @@ final class Ring implements AutoCloseable {
     closeQuietly(fromPrev);
   }
 
-  private static void closeQuietly(SocketChannel channel) {
+  private static void closeQuietly(RingStream stream) {
     try {
-      channel.close();
+      stream.close();
     } catch (IOException e) {
       // already broken
     }

@@ -267,10 +267,6 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
             + task + " (a ps or evaluator runs its own server instead)");
       }
       Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout());
-      if (sec.tls().isPresent()) {
-        log.warn("TLS protects the task servers' gRPC calls; the collective data plane (tensor bytes between ring "
-            + "neighbours) is token-checked but not encrypted");
-      }
       TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination);
       if (server != null) {
         runtimeBuilder.server(server);
@@ -290,7 +286,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
       try {
         runtime.join();
         Collectives collectives = Collectives.create(CollectiveGroup.of(cluster, task), "mwms",
-            HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec.token(), communication,
+            HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec, communication,
             collectiveTimeout);
         ring.set(collectives);
         if (failure.get() != null) {

@@ -64,7 +64,7 @@ class KilledRankTest {
         setUp.add(CompletableFuture.supplyAsync(() -> {
           runtime.join();
           return Collectives.create(CollectiveGroup.of(cluster, runtime.task()), "test", "127.0.0.1", runtime.agent(),
-              LocalCluster.TOKEN, CommunicationOptions.DEFAULTS, TIMEOUT);
+              Security.of(LocalCluster.TOKEN), CommunicationOptions.DEFAULTS, TIMEOUT);
         }, pool));
       }
       for (CompletableFuture<Collectives> c : setUp) {

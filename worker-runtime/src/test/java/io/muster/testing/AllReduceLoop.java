@@ -7,7 +7,6 @@ import io.muster.collective.CommunicationOptions;
 import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.coordination.TaskRuntime;
-import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import java.time.Duration;
 
@@ -20,7 +19,7 @@ public final class AllReduceLoop {
         .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofSeconds(60))).start()) {
       runtime.join();
       try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "test", "127.0.0.1",
-          runtime.agent(), JobToken.fromEnvironment(System.getenv()), CommunicationOptions.DEFAULTS, Duration.ofSeconds(5))) {
+          runtime.agent(), security, CommunicationOptions.DEFAULTS, Duration.ofSeconds(5))) {
         float[] data = new float[Integer.parseInt(args[0])];
         System.out.println("READY");
         System.out.flush();

@@ -39,15 +39,23 @@ public final class LocalCluster implements AutoCloseable {
 
   /** Workers 0..n-1, all started (not joined). */
   public static LocalCluster workers(int n, CoordinationOptions options) {
+    return workers(n, options, Security.of(TOKEN));
+  }
+
+  /** Workers 0..n-1 whose servers use {@code security} (its token must be {@link #TOKEN}). */
+  public static LocalCluster workers(int n, CoordinationOptions options, Security security) {
     List<TaskId> tasks = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       tasks.add(new TaskId("worker", i));
     }
-    return start(tasks, options);
+    return start(tasks, options, security);
   }
 
   public static LocalCluster start(List<TaskId> tasks, CoordinationOptions options) {
-    Security security = Security.of(TOKEN);
+    return start(tasks, options, Security.of(TOKEN));
+  }
+
+  private static LocalCluster start(List<TaskId> tasks, CoordinationOptions options, Security security) {
     Map<String, Map<Integer, String>> jobs = new LinkedHashMap<>();
     List<TaskServer> servers = new ArrayList<>();
     for (TaskId task : tasks) {

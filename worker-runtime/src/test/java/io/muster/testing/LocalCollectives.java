@@ -5,6 +5,7 @@ import io.muster.collective.CollectiveGroup;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.coordination.TaskRuntime;
+import io.muster.rpc.Security;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,8 +23,13 @@ public final class LocalCollectives implements AutoCloseable {
   private final ExecutorService pool;
 
   public LocalCollectives(int n, Duration timeout) throws Exception {
+    this(n, timeout, Security.of(LocalCluster.TOKEN));
+  }
+
+  /** With {@code security} for the task servers and the ring (TLS when it has TLS files). */
+  public LocalCollectives(int n, Duration timeout, Security security) throws Exception {
     cluster = LocalCluster.workers(n, CoordinationOptions.DEFAULTS.withHeartbeatTimeout(Duration.ofSeconds(5))
-        .withJoinTimeout(Duration.ofSeconds(30)));
+        .withJoinTimeout(Duration.ofSeconds(30)), security);
     pool = Executors.newFixedThreadPool(n);
     cluster.joinAll();
     List<CompletableFuture<Collectives>> created = new ArrayList<>();
@@ -31,7 +37,7 @@ public final class LocalCollectives implements AutoCloseable {
       TaskRuntime runtime = cluster.worker(i);
       created.add(CompletableFuture.supplyAsync(() -> Collectives.create(
           CollectiveGroup.of(cluster.cluster(), runtime.task()), "test", "127.0.0.1", runtime.agent(),
-          LocalCluster.TOKEN, CommunicationOptions.DEFAULTS, timeout), pool));
+          security, CommunicationOptions.DEFAULTS, timeout), pool));
     }
     for (CompletableFuture<Collectives> c : created) {
       ranks.add(c.get(30, TimeUnit.SECONDS));
