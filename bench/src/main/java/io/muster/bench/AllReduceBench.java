@@ -15,20 +15,24 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * {@code muster bench allreduce [--table] N SIZE...}: N ranks in separate JVMs on 127.0.0.1,
+ * {@code muster bench allreduce [--table] [--tls] N SIZE...}: N ranks in separate JVMs on 127.0.0.1,
  * float32 SUM all-reduce of each SIZE (bytes; {@code 4K}, {@code 1M} also accepted). Prints rank
  * 0's JSON line per size; with {@code --table}, also a readable table with algbw and busbw
- * (NCCL-tests: busbw = algbw x 2(n-1)/n) next to a raw-TCP baseline measured in the same run.
+ * (NCCL-tests: busbw = algbw x 2(n-1)/n) next to a raw-TCP baseline measured in the same run. With
+ * {@code --tls}, the ranks run with TLS configured (a throwaway self-signed certificate), so the
+ * ring's streams are TLS; the JSON lines say {@code "tls": true}.
  */
 final class AllReduceBench {
   private AllReduceBench() {}
 
   static void run(List<String> args) throws Exception {
     boolean table = args.contains("--table");
+    boolean tls = args.contains("--tls");
     List<String> rest = new ArrayList<>(args);
     rest.remove("--table");
+    rest.remove("--tls");
     if (rest.size() < 2) {
-      throw new IllegalArgumentException("usage: muster bench allreduce [--table] N SIZE...");
+      throw new IllegalArgumentException("usage: muster bench allreduce [--table] [--tls] N SIZE...");
     }
     int n = Integer.parseInt(rest.get(0));
     if (n < 1 || n > 64) {
@@ -42,7 +46,14 @@ final class AllReduceBench {
       }
       sizes.add(String.valueOf(bytes));
     }
-    List<Map<String, Object>> ring = allReduce(n, sizes);
+    List<Map<String, Object>> ring;
+    if (tls) {
+      try (ThrowawayCertificate certificate = ThrowawayCertificate.create()) {
+        ring = allReduce(n, sizes, certificate.environment());
+      }
+    } else {
+      ring = allReduce(n, sizes, Map.of());
+    }
     if (!table) {
       return;
     }
@@ -50,7 +61,8 @@ final class AllReduceBench {
     for (Map<String, Object> line : tcpBaseline(sizes)) {
       tcp.put(((Number) line.get("bytes")).longValue(), line);
     }
-    System.out.printf("%nfloat32 SUM all-reduce, %d ranks on 127.0.0.1 (time: median over ops of the slowest rank)%n", n);
+    System.out.printf("%nfloat32 SUM all-reduce, %d ranks on 127.0.0.1%s (time: median over ops of the slowest rank)%n", n,
+        tls ? ", TLS" : "");
     System.out.printf("%10s %12s %12s %12s %12s %16s %10s%n", "size", "time", "mean", "algbw GB/s", "busbw GB/s",
         "tcp GB/s/dir", "busbw/tcp");
     for (Map<String, Object> line : ring) {
@@ -64,14 +76,17 @@ final class AllReduceBench {
     }
   }
 
-  private static List<Map<String, Object>> allReduce(int n, List<String> sizes) throws Exception {
+  private static List<Map<String, Object>> allReduce(int n, List<String> sizes, Map<String, String> tlsEnvironment)
+      throws Exception {
     ClusterSpec cluster = Children.localWorkers(n);
     List<Process> ranks = new ArrayList<>();
     List<Map<String, Object>> lines = new ArrayList<>();
     try {
       for (int i = 0; i < n; i++) {
-        ranks.add(Children.start(AllReduceRank.class, sizes, Map.of(
-            "TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", i)).toJson(), JobToken.ENV, "bench-token")));
+        Map<String, String> env = new HashMap<>(tlsEnvironment);
+        env.put("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", i)).toJson());
+        env.put(JobToken.ENV, "bench-token");
+        ranks.add(Children.start(AllReduceRank.class, sizes, env));
       }
       BufferedReader out = new BufferedReader(new InputStreamReader(ranks.get(0).getInputStream(), StandardCharsets.UTF_8));
       for (String line = out.readLine(); line != null; line = out.readLine()) {

@@ -20,7 +20,8 @@ import java.util.Map;
 /**
  * One rank of {@code muster bench allreduce}: float32 SUM all-reduce of each size. Rank 0 prints
  * one JSON line per size: each op's time is the maximum over ranks of that op's duration,
- * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops.
+ * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops, {@code tls} whether the
+ * ring ran over TLS.
  */
 public final class AllReduceRank {
   private AllReduceRank() {}
@@ -37,7 +38,7 @@ public final class AllReduceRank {
           Duration.ofSeconds(30))) {
         warmUp(c);
         for (String size : args) {
-          run(c, Integer.parseInt(size));
+          run(c, Integer.parseInt(size), security.tls().isPresent());
         }
       }
       runtime.agent().shutdown();
@@ -74,7 +75,7 @@ public final class AllReduceRank {
     return (int) count.getLong(0);
   }
 
-  private static void run(Collectives c, int bytes) {
+  private static void run(Collectives c, int bytes, boolean tls) {
     int n = c.size();
     ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
     for (int i = 0; i < bytes; i += 4) {
@@ -116,6 +117,7 @@ public final class AllReduceRank {
       line.put("median_s", max[total / 2] / 1e9);
       line.put("mean_s", loop / 1e9 / total);
       line.put("ops", total);
+      line.put("tls", tls);
       System.out.println(Json.write(line));
       System.out.flush();
     }

@@ -24,7 +24,7 @@ public final class Bench {
       case "spark" -> SparkBench.run(rest);
       default -> {
         System.err.println("usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]\n"
-            + "       muster bench allreduce [--table] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)\n"
+            + "       muster bench allreduce [--table] [--tls] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)\n"
             + "       muster bench checkpoint [MiB...]              (default: 64 512)\n"
             + "       muster bench spark [--workers 4] [--runs 5]   (Spark local[N]: gang start, kill and restart)");
         System.exit(2);
