@@ -6,17 +6,11 @@ import io.muster.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import io.muster.rpc.TlsContexts;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
 import java.net.InetSocketAddress;
-import java.net.Socket;
-import java.net.SocketTimeoutException;
-import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Optional;
@@ -28,7 +22,6 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import javax.net.ssl.SSLContext;
-import javax.net.ssl.SSLException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -37,12 +30,12 @@ import org.slf4j.LoggerFactory;
  * the previous rank (read), set up once and kept for the life of the group.
  *
  * <p>Streams are opened with a handshake that carries the job token (checked in constant time;
- * a stranger is refused and the accept goes on). With TLS configured, every stream is TLS with the
- * job's certificates (the rank that accepts serves the certificate, the one that connects checks
- * it, as on gRPC), the token handshake runs inside it, and a peer without TLS is refused in words.
- * Data moves in frames: a 16-byte header (type,
- * op sequence number, step, payload length) then the payload, so a rank that calls a different
- * collective, or with a different size, is caught instead of mixing data. Small frames are
+ * a stranger is refused and the accept goes on; see {@link RingSetup}). With TLS configured, every
+ * stream is TLS with the job's certificates (the rank that accepts serves the certificate, the one
+ * that connects checks it, as on gRPC) and the token handshake runs inside it. Data moves in
+ * frames: a 16-byte header (type, op sequence number, step, payload length) then the payload, so a
+ * rank that calls a different collective, or with a different size, is caught instead of mixing
+ * data. Small frames are
  * written by the calling thread; large ones by a sender thread so that sending, receiving and
  * reducing overlap. When the group fails, an ABORT frame carrying the reason is passed on around
  * the ring, so every rank fails with the words of the rank that saw the failure first.
@@ -52,7 +45,6 @@ final class Ring implements AutoCloseable {
   static final int HEADER = 16;
   private static final int DATA = 1;
   private static final int ABORT = 2;
-  static final int MAGIC = 0x4d555331; // "MUS1"
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
@@ -105,14 +97,14 @@ final class Ring implements AutoCloseable {
           ? 0 : group.rank() + 1), timeout), StandardCharsets.UTF_8));
       CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
         try {
-          return accept(server, group, prev, token, tls, timeout);
+          return RingSetup.accept(server, group, prev, token, tls, timeout);
         } catch (IOException e) {
           throw new java.io.UncheckedIOException(e);
         }
       }, r -> new Thread(r, "muster-collective-accept-" + self.job() + "-" + self.index()).start());
       RingStream toNext;
       try {
-        toNext = dial(nextAddress, group.rank(), next, token, tls, timeout);
+        toNext = RingSetup.dial(nextAddress, group.rank(), next, token, tls, timeout);
       } catch (IOException e) {
         accepted.cancel(true);
         throw e;
@@ -134,144 +126,6 @@ final class Ring implements AutoCloseable {
     return "muster/collective/" + group + "/" + rank;
   }
 
-  private static RingStream dial(HostPort address, int rank, TaskId next, JobToken token, Optional<SSLContext> tls,
-      Duration timeout) throws IOException {
-    SocketChannel channel = SocketChannel.open();
-    try {
-      configure(channel);
-      channel.socket().connect(new InetSocketAddress(address.host(), address.port()), (int) timeout.toMillis());
-      Socket socket = channel.socket();
-      socket.setSoTimeout((int) timeout.toMillis());
-      RingStream stream = tls.isEmpty() ? RingStream.plain(channel) : tlsClient(channel, tls.get(), address, next);
-      DataOutputStream out = new DataOutputStream(stream.out());
-      byte[] secret = token.value().getBytes(StandardCharsets.US_ASCII);
-      out.writeInt(MAGIC);
-      out.writeInt(rank);
-      out.writeInt(secret.length);
-      out.write(secret);
-      out.flush();
-      DataInputStream in = new DataInputStream(stream.in());
-      if (in.readByte() != 0) {
-        throw new IOException("collective stream to " + next + " at " + address + " refused: " + in.readUTF());
-      }
-      socket.setSoTimeout(0);
-      return stream;
-    } catch (IOException e) {
-      channel.close();
-      throw e instanceof SocketTimeoutException
-          ? new IOException("no answer from " + next + " at " + address + " within " + timeout, e)
-          : e;
-    }
-  }
-
-  private static RingStream tlsClient(SocketChannel channel, SSLContext tls, HostPort address, TaskId next)
-      throws IOException {
-    try {
-      return RingStream.tlsClient(channel, tls, address);
-    } catch (SSLException e) {
-      throw new IOException("TLS handshake with " + next + " at " + address + " failed: " + e.getMessage()
-          + " (every task of a job needs the same " + TLS_SETTINGS + ")", e);
-    }
-  }
-
-  private static RingStream accept(ServerSocketChannel server, CollectiveGroup group, TaskId prev, JobToken token,
-      Optional<SSLContext> tls, Duration timeout) throws IOException {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    int expected = Math.floorMod(group.rank() - 1, group.size());
-    while (true) {
-      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
-      if (left <= 0) {
-        throw new IOException("no collective stream from " + prev + " within " + timeout);
-      }
-      server.socket().setSoTimeout((int) left);
-      Socket socket;
-      try {
-        socket = server.socket().accept();
-      } catch (SocketTimeoutException e) {
-        throw new IOException("no collective stream from " + prev + " within " + timeout, e);
-      }
-      SocketChannel channel = socket.getChannel();
-      try {
-        configure(channel);
-        socket.setSoTimeout((int) Math.max(1, left));
-        RingStream stream;
-        if (tls.isPresent()) {
-          // A peer without TLS opens with the plain handshake: answer it in words it can read.
-          byte[] first = new DataInputStream(socket.getInputStream()).readNBytes(4);
-          if (first.length == 4 && ByteBuffer.wrap(first).getInt() == MAGIC) {
-            refuse(channel, new DataOutputStream(socket.getOutputStream()), "this task's collectives use TLS and the "
-                + "peer's do not; every task of a job needs the same " + TLS_SETTINGS);
-            continue;
-          }
-          stream = RingStream.tlsServer(channel, tls.get(), first);
-        } else {
-          stream = RingStream.plain(channel);
-        }
-        DataInputStream in = new DataInputStream(stream.in());
-        DataOutputStream out = new DataOutputStream(stream.out());
-        String refusal = null;
-        int magic = in.readInt();
-        if (magic != MAGIC) {
-          refusal = magic >>> 24 == TLS_HANDSHAKE_RECORD
-              ? "the peer's collectives use TLS and this task's do not; every task of a job needs the same " + TLS_SETTINGS
-              : "not a Muster collective stream";
-        } else {
-          int rank = in.readInt();
-          int length = in.readInt();
-          if (length < 0 || length > 4096) {
-            refusal = "malformed handshake";
-          } else {
-            byte[] secret = in.readNBytes(length);
-            if (!token.matches(new String(secret, StandardCharsets.US_ASCII))) {
-              refusal = "job token does not match (task " + group.self().fullName() + ")";
-            } else if (rank != expected) {
-              refusal = "rank " + rank + " is not this rank's ring predecessor (" + expected + ")";
-            }
-          }
-        }
-        if (refusal != null) {
-          refuse(channel, out, refusal);
-          continue;
-        }
-        out.writeByte(0);
-        out.flush();
-        socket.setSoTimeout(0);
-        return stream;
-      } catch (IOException e) {
-        log.warn("dropped a collective stream from {}: {}", socket.getRemoteSocketAddress(), e.toString());
-        channel.close();
-      }
-    }
-  }
-
-  private static final String TLS_SETTINGS = "TLS settings (MUSTER_TLS_CERT, MUSTER_TLS_KEY, MUSTER_TLS_CA)";
-  /** A TLS stream opens with a handshake record: content type 22. */
-  private static final int TLS_HANDSHAKE_RECORD = 22;
-  private static final Duration REFUSAL_LINGER = Duration.ofSeconds(1);
-
-  private static void refuse(SocketChannel channel, DataOutputStream out, String refusal) throws IOException {
-    out.writeByte(1);
-    out.writeUTF(refusal);
-    out.flush();
-    log.warn("refused a collective stream from {}: {}", channel.getRemoteAddress(), refusal);
-    // Closing with the peer's bytes unread would reset the connection, and the reset can overtake
-    // the refusal: read what the peer sends until it hangs up (it does once it has the refusal).
-    Socket socket = channel.socket();
-    socket.shutdownOutput();
-    socket.setSoTimeout((int) REFUSAL_LINGER.toMillis());
-    try {
-      socket.getInputStream().skip(Long.MAX_VALUE);
-    } catch (SocketTimeoutException e) {
-      // a stranger that does not hang up is cut off
-    }
-    channel.close();
-  }
-
-  private static void configure(SocketChannel channel) throws IOException {
-    channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
-    channel.setOption(StandardSocketOptions.SO_SNDBUF, 4 << 20);
-    channel.setOption(StandardSocketOptions.SO_RCVBUF, 4 << 20);
-  }
 
   TaskId prev() {
     return prevTask;

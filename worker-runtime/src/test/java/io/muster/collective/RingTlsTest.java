@@ -209,7 +209,7 @@ class RingTlsTest {
       stranger.setSoTimeout(10_000);
       DataOutputStream out = new DataOutputStream(stranger.getOutputStream());
       byte[] secret = LocalCluster.TOKEN.value().getBytes(StandardCharsets.US_ASCII);
-      out.writeInt(Ring.MAGIC);
+      out.writeInt(RingSetup.MAGIC);
       out.writeInt(0);
       out.writeInt(secret.length);
       out.write(secret);
