@@ -1,0 +1,272 @@
+package io.muster.yarn;
+
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import io.muster.launch.EndOfJob;
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.io.DataOutputBuffer;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.security.Credentials;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.security.token.Token;
+import org.apache.hadoop.yarn.api.ApplicationConstants;
+import org.apache.hadoop.yarn.api.protocolrecords.AllocateResponse;
+import org.apache.hadoop.yarn.api.records.Container;
+import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
+import org.apache.hadoop.yarn.api.records.ContainerStatus;
+import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.api.records.Priority;
+import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.client.api.AMRMClient;
+import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
+import org.apache.hadoop.yarn.client.api.NMClient;
+import org.apache.hadoop.yarn.exceptions.YarnException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Muster's YARN ApplicationMaster. For each attempt it asks for every container of the gang at
+ * once (one priority per task type, so YARN never mixes them up), gives each allocated container
+ * the next index of its type, releases surplus ones, and starts a {@link TaskExecutor} in each. The
+ * executors register the address they bound; once all have, each gets the gang's addresses and
+ * runs its command. The <em>gang deadline</em> covers allocation and registration: when it passes,
+ * everything is released and the job fails with what was allocated, registered and missing (a
+ * gang that did not fit will not fit the next time either). A failed task fails the attempt:
+ * every other command is aborted and the whole gang runs again, up to the job's attempts, with
+ * {@code MUSTER_ATTEMPT} counting up. The job succeeds when the launch core's {@link EndOfJob}
+ * says so; the final status and diagnostics name the failing task, its host, container, exit code
+ * and stderr tail.
+ */
+public final class ApplicationMaster {
+
+  /** The job's secret in the containers' credentials (never on a command line or in the launch environment). */
+  static final Text TOKEN_KEY = new Text("muster.job.token");
+  /** The job's description, as JSON, in the master's and the executors' environment. */
+  static final String JOB_ENV = "MUSTER_YARN_JOB";
+  private static final Logger log = LoggerFactory.getLogger(ApplicationMaster.class);
+  private static final Duration POLL = Duration.ofMillis(200);
+  /** How long finished or aborted containers get to end on their own before they are stopped. */
+  private static final Duration END_GRACE = Duration.ofSeconds(15);
+
+  private final YarnJob job;
+  private final AMRMClient<ContainerRequest> rm;
+  private final NMClient nm;
+  private final GangEndpoint endpoint;
+  private final HostPort address;
+  private final ByteBuffer containerTokens;
+  private final Map<String, Container> containers = new HashMap<>();
+
+  private ApplicationMaster(YarnJob job, AMRMClient<ContainerRequest> rm, NMClient nm, GangEndpoint endpoint,
+      HostPort address, ByteBuffer containerTokens) {
+    this.job = job;
+    this.rm = rm;
+    this.nm = nm;
+    this.endpoint = endpoint;
+    this.address = address;
+    this.containerTokens = containerTokens;
+  }
+
+  public static void main(String[] args) throws Exception {
+    YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(JOB_ENV));
+    Credentials credentials = UserGroupInformation.getCurrentUser().getCredentials();
+    byte[] secret = credentials.getSecretKey(TOKEN_KEY);
+    if (secret == null) {
+      throw new IllegalStateException("the job token is not in the master's credentials; submit with muster submit");
+    }
+    JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
+    Configuration conf = SiteConfiguration.decode(System.getenv(SiteConfiguration.ENV));
+    AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
+    rm.init(conf);
+    rm.start();
+    NMClient nm = NMClient.createNMClient();
+    nm.init(conf);
+    nm.start();
+    String host = System.getenv(ApplicationConstants.Environment.NM_HOST.name());
+    try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort(host, 0), Security.of(token))) {
+      GangEndpoint endpoint = new GangEndpoint();
+      server.addService(endpoint);
+      rm.registerApplicationMaster(host, server.port(), "");
+      ApplicationMaster master = new ApplicationMaster(job, rm, nm, endpoint, server.address(),
+          containerTokens(credentials));
+      Outcome outcome = master.run();
+      log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
+      rm.unregisterApplicationMaster(outcome.status(), outcome.diagnostics(), "");
+    } finally {
+      nm.stop();
+      rm.stop();
+    }
+  }
+
+  record Outcome(FinalApplicationStatus status, String diagnostics) {}
+
+  private enum AttemptResult { SUCCEEDED, FAILED, GANG_NOT_FORMED }
+
+  Outcome run() throws IOException, YarnException, InterruptedException {
+    List<String> failures = new ArrayList<>();
+    for (int n = 0; n < job.maxAttempts(); n++) {
+      Attempt attempt = new Attempt(n, job.gang(), job.gangTimeout());
+      endpoint.start(attempt);
+      AttemptResult result = runAttempt(attempt);
+      String which = "attempt " + (n + 1) + " of " + job.maxAttempts();
+      switch (result) {
+        case SUCCEEDED:
+          return new Outcome(FinalApplicationStatus.SUCCEEDED, "succeeded on " + which
+              + (failures.isEmpty() ? "" : "; earlier attempts failed:\n" + String.join("\n", failures)));
+        case GANG_NOT_FORMED:
+          failures.add(which + ": " + attempt.abortReason().orElse(""));
+          return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
+        default:
+          failures.add(which + " failed: " + attempt.failureReport());
+          log.warn("{} failed: {}{}", which, attempt.failureReport(),
+              n + 1 < job.maxAttempts() ? "; running the whole gang again" : "");
+      }
+    }
+    return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
+  }
+
+  private AttemptResult runAttempt(Attempt attempt) throws IOException, YarnException, InterruptedException {
+    Map<TaskType, Deque<ContainerRequest>> outstanding = new EnumMap<>(TaskType.class);
+    for (TaskType type : YarnJob.typesOf(job.gang())) {
+      Deque<ContainerRequest> requests = new ArrayDeque<>();
+      for (int i = 0; i < job.gang().count(type); i++) {
+        ContainerRequest request = new ContainerRequest(resource(job.resources().get(type)), null, null,
+            Priority.newInstance(priority(type)));
+        rm.addContainerRequest(request);
+        requests.add(request);
+      }
+      outstanding.put(type, requests);
+    }
+    log.info("attempt {}: asking YARN for the gang ({}) within {}", attempt.number + 1, job.gang(),
+        job.gangTimeout());
+    boolean gangNotFormed = false;
+    Instant endingSince = null;
+    while (true) {
+      AllocateResponse response = rm.allocate(0.5f);
+      for (Container container : response.getAllocatedContainers()) {
+        TaskType type = typeOf(container.getPriority().getPriority());
+        var task = type == null || attempt.abortReason().isPresent() ? java.util.Optional.<TaskId>empty()
+            : attempt.assign(type, container.getId().toString(), container.getNodeId().getHost());
+        if (task.isPresent()) {
+          rm.removeContainerRequest(outstanding.get(type).poll());
+          containers.put(container.getId().toString(), container);
+          launch(container, task.get(), attempt);
+        } else {
+          rm.releaseAssignedContainer(container.getId());
+        }
+      }
+      for (ContainerStatus status : response.getCompletedContainersStatuses()) {
+        attempt.containerCompleted(status.getContainerId().toString(), status.getExitStatus(), status.getDiagnostics())
+            .ifPresent(t -> log.info("attempt {}: {}'s container {} ended (exit status {})", attempt.number + 1, t,
+                status.getContainerId(), status.getExitStatus()));
+      }
+      if (attempt.abortReason().isEmpty()) {
+        if (!attempt.formed() && Instant.now().isAfter(attempt.deadline)) {
+          gangNotFormed = true;
+          attempt.abort("the gang was not formed within the gang timeout of " + job.gangTimeout() + ": "
+              + attempt.formationReport());
+        } else if (attempt.verdict() instanceof EndOfJob.Failed) {
+          attempt.abort(attempt.failureReport());
+        }
+        if (attempt.abortReason().isPresent()) {
+          log.warn("attempt {}: {}", attempt.number + 1, attempt.abortReason().get());
+          outstanding.values().forEach(requests -> requests.forEach(rm::removeContainerRequest));
+          outstanding.clear();
+        }
+      }
+      boolean done = attempt.abortReason().isPresent() || attempt.verdict() instanceof EndOfJob.Succeeded;
+      if (done) {
+        endingSince = endingSince == null ? Instant.now() : endingSince;
+        if (attempt.allContainersDone()) {
+          return gangNotFormed ? AttemptResult.GANG_NOT_FORMED
+              : attempt.abortReason().isPresent() ? AttemptResult.FAILED : AttemptResult.SUCCEEDED;
+        }
+        // Executors end their commands at their next heartbeat; a gang that never formed, or one
+        // whose executors do not answer, is stopped.
+        if (gangNotFormed || Instant.now().isAfter(endingSince.plus(END_GRACE))) {
+          stopContainers(attempt);
+        }
+      }
+      Thread.sleep(POLL.toMillis());
+    }
+  }
+
+  private void stopContainers(Attempt attempt) {
+    for (String id : attempt.runningContainers()) {
+      Container container = containers.remove(id);
+      if (container != null) {
+        try {
+          nm.stopContainer(container.getId(), container.getNodeId());
+        } catch (YarnException | IOException e) {
+          log.warn("cannot stop container {}: {}", id, e.toString());
+        }
+      }
+    }
+  }
+
+  private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
+    String java = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java";
+    String command = java + " -Xmx128m -cp " + classpath(job) + " " + TaskExecutor.class.getName()
+        + " " + address + " " + task.job() + " " + task.index() + " " + attempt.number
+        + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
+        + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
+    ContainerLaunchContext context = ContainerLaunchContext.newInstance(Map.of(),
+        Map.of(JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
+    log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
+        container.getNodeId().getHost());
+    nm.startContainer(container, context);
+  }
+
+  /** The node's Hadoop configuration directory, then Muster's runtime. */
+  static String classpath(YarnJob job) {
+    return ApplicationConstants.Environment.HADOOP_CONF_DIR.$$() + ":" + String.join(":", job.classpath());
+  }
+
+  /** The master's credentials for the containers: the job token and delegation tokens, never the AMRMToken. */
+  private static ByteBuffer containerTokens(Credentials credentials) throws IOException {
+    Credentials copy = new Credentials(credentials);
+    for (Iterator<Token<?>> it = copy.getAllTokens().iterator(); it.hasNext(); ) {
+      if (it.next().getKind().toString().equals("YARN_AM_RM_TOKEN")) {
+        it.remove();
+      }
+    }
+    DataOutputBuffer out = new DataOutputBuffer();
+    copy.writeTokenStorageToStream(out);
+    return ByteBuffer.wrap(out.getData(), 0, out.getLength());
+  }
+
+  private static Resource resource(YarnJob.Resources resources) {
+    Resource resource = Resource.newInstance(resources.memoryMb(), resources.vcores());
+    if (resources.gpus() > 0) {
+      resource.setResourceValue("yarn.io/gpu", resources.gpus());
+    }
+    return resource;
+  }
+
+  /** One priority per task type (YARN-7631: a request's priority tells which type a container is for). */
+  static int priority(TaskType type) {
+    return type.ordinal() + 1;
+  }
+
+  static TaskType typeOf(int priority) {
+    int ordinal = priority - 1;
+    return ordinal >= 0 && ordinal < TaskType.values().length ? TaskType.values()[ordinal] : null;
+  }
+
+}

@@ -1,0 +1,220 @@
+package io.muster.yarn;
+
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import io.muster.launch.EndOfJob;
+import io.muster.launch.GangSpec;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.stream.Collectors;
+
+/**
+ * One attempt of the whole gang, as the ApplicationMaster sees it: which container runs which task
+ * (indices handed out in allocation order within each type), who has registered at which address,
+ * how each command ended, and the launch core's verdict. Thread-safe: the master's loop and the
+ * executors' calls meet here.
+ */
+final class Attempt {
+
+  /** What the master knows of one task. */
+  static final class Member {
+    final TaskId task;
+    final String containerId;
+    final String host;
+    HostPort address;
+    Integer exitCode;
+    List<String> stderrTail = List.of();
+    boolean containerDone;
+    final Instant allocated = Instant.now();
+    Instant registered;
+    Instant exited;
+
+    Member(TaskId task, String containerId, String host) {
+      this.task = task;
+      this.containerId = containerId;
+      this.host = host;
+    }
+
+    String state() {
+      return exitCode != null ? "exited " + exitCode : containerDone ? "container ended"
+          : registered != null ? "running" : "starting";
+    }
+  }
+
+  final int number;
+  final GangSpec gang;
+  final Instant deadline;
+  private final Map<TaskId, Member> members = new LinkedHashMap<>();
+  private final Map<String, TaskId> byContainer = new LinkedHashMap<>();
+  private final Map<TaskType, Integer> assigned = new EnumMap<>(TaskType.class);
+  private final EndOfJob endOfJob;
+  private String abortReason;
+
+  Attempt(int number, GangSpec gang, Duration gangTimeout) {
+    this.number = number;
+    this.gang = gang;
+    this.deadline = Instant.now().plus(gangTimeout);
+    this.endOfJob = new EndOfJob(gang);
+  }
+
+  /** Gives a newly allocated container the next index of its type; empty when the type is complete. */
+  synchronized Optional<TaskId> assign(TaskType type, String containerId, String host) {
+    int next = assigned.getOrDefault(type, 0);
+    if (next >= gang.count(type)) {
+      return Optional.empty();
+    }
+    assigned.put(type, next + 1);
+    TaskId task = TaskId.of(type, next);
+    members.put(task, new Member(task, containerId, host));
+    byContainer.put(containerId, task);
+    return Optional.of(task);
+  }
+
+  synchronized int allocated(TaskType type) {
+    return assigned.getOrDefault(type, 0);
+  }
+
+  synchronized void register(TaskId task, HostPort address) {
+    Member m = member(task);
+    m.address = address;
+    m.registered = Instant.now();
+    notifyAll();
+  }
+
+  synchronized boolean formed() {
+    return members.size() == gang.size() && members.values().stream().allMatch(m -> m.address != null);
+  }
+
+  /** Waits until every task has registered, the attempt is aborted, or the gang deadline passes. */
+  synchronized Optional<List<HostPort>> awaitGang() throws InterruptedException {
+    while (!formed() && abortReason == null) {
+      long left = Duration.between(Instant.now(), deadline).toMillis();
+      if (left <= 0) {
+        return Optional.empty();
+      }
+      wait(left);
+    }
+    if (abortReason != null) {
+      return Optional.empty();
+    }
+    return Optional.of(gang.tasks().stream().map(t -> members.get(t).address).toList());
+  }
+
+  /** A command's exit, as its executor reported it or as YARN reported its container's. */
+  synchronized EndOfJob.Verdict exited(TaskId task, int code, List<String> stderrTail) {
+    Member m = member(task);
+    if (m.exitCode != null) {
+      return endOfJob.verdict();
+    }
+    m.exitCode = code;
+    m.stderrTail = List.copyOf(stderrTail);
+    m.exited = Instant.now();
+    return endOfJob.exited(task, code);
+  }
+
+  /** YARN says the container is gone; a command that never reported its exit failed with the container's status. */
+  synchronized Optional<TaskId> containerCompleted(String containerId, int exitStatus, String diagnostics) {
+    TaskId task = byContainer.get(containerId);
+    if (task == null) {
+      return Optional.empty();
+    }
+    Member m = members.get(task);
+    m.containerDone = true;
+    if (m.exitCode == null) {
+      exited(task, exitStatus == 0 ? 1 : exitStatus, diagnostics.isBlank() ? List.of()
+          : List.of("the container ended (YARN exit status " + exitStatus + "): " + diagnostics.strip()));
+    }
+    return Optional.of(task);
+  }
+
+  synchronized EndOfJob.Verdict verdict() {
+    return endOfJob.verdict();
+  }
+
+  synchronized void abort(String reason) {
+    if (abortReason == null) {
+      abortReason = reason;
+    }
+    notifyAll();
+  }
+
+  synchronized Optional<String> abortReason() {
+    return Optional.ofNullable(abortReason);
+  }
+
+  /** Whether the task should end its command now: an untracked task after success. */
+  synchronized boolean shouldEnd(TaskId task) {
+    return endOfJob.verdict() instanceof EndOfJob.Succeeded done && done.toEnd().contains(task);
+  }
+
+  synchronized boolean allContainersDone() {
+    return members.size() == assignedTotal() && members.values().stream().allMatch(m -> m.containerDone);
+  }
+
+  synchronized List<String> runningContainers() {
+    return members.values().stream().filter(m -> !m.containerDone).map(m -> m.containerId).toList();
+  }
+
+  synchronized boolean isCurrent(TaskId task, String containerId) {
+    Member m = members.get(task);
+    return m != null && m.containerId.equals(containerId);
+  }
+
+  /** Why the gang did not form: per type, allocated and registered against wanted, on which nodes. */
+  synchronized String formationReport() {
+    List<String> parts = new ArrayList<>();
+    List<String> missing = new ArrayList<>();
+    for (TaskType type : YarnJob.typesOf(gang)) {
+      long registered = members.values().stream().filter(m -> m.task.is(type) && m.address != null).count();
+      parts.add(type.jobName() + " " + allocated(type) + "/" + gang.count(type) + " allocated, " + registered + "/"
+          + gang.count(type) + " registered");
+      for (int i = 0; i < gang.count(type); i++) {
+        TaskId t = TaskId.of(type, i);
+        Member m = members.get(t);
+        if (m == null) {
+          missing.add(t + " (no container)");
+        } else if (m.address == null) {
+          missing.add(t + " (container " + m.containerId + " on " + m.host + " never registered)");
+        }
+      }
+    }
+    String nodes = members.values().stream().map(m -> m.host).distinct().sorted().collect(Collectors.joining(", "));
+    return String.join("; ", parts) + (nodes.isEmpty() ? "" : "; nodes: " + nodes) + "; missing: "
+        + String.join(", ", missing);
+  }
+
+  /** The failed task's account: task, host, container, exit code and the tail of its stderr. */
+  synchronized String failureReport() {
+    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)) {
+      return abortReason == null ? "" : abortReason;
+    }
+    Member m = members.get(failed.task());
+    String tail = m.stderrTail.isEmpty() ? "; it wrote nothing to stderr"
+        : "; the last " + m.stderrTail.size() + " lines of its stderr:\n  " + String.join("\n  ", m.stderrTail);
+    return failed.task() + " on " + m.host + " (container " + m.containerId + ") exited with code "
+        + failed.exitCode() + tail;
+  }
+
+  synchronized List<Member> members() {
+    return List.copyOf(members.values());
+  }
+
+  private int assignedTotal() {
+    return assigned.values().stream().mapToInt(Integer::intValue).sum();
+  }
+
+  private Member member(TaskId task) {
+    Member m = members.get(task);
+    if (m == null) {
+      throw new IllegalArgumentException(task + " has no container in attempt " + number);
+    }
+    return m;
+  }
+}

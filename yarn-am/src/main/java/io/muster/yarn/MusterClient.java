@@ -1,0 +1,125 @@
+package io.muster.yarn;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.EnumSet;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Consumer;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.io.DataOutputBuffer;
+import org.apache.hadoop.security.Credentials;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.yarn.api.ApplicationConstants;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationReport;
+import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
+import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
+import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.api.records.YarnApplicationState;
+import org.apache.hadoop.yarn.client.api.YarnClient;
+import org.apache.hadoop.yarn.client.api.YarnClientApplication;
+import org.apache.hadoop.yarn.exceptions.YarnException;
+
+/**
+ * Submits a {@link YarnJob} to YARN and follows it: the client side of {@code muster submit}.
+ * A fresh job token is made for every submission and travels only in the containers'
+ * credentials. The runtime's jars are named by {@link YarnJob#classpath()}, as every NodeManager
+ * sees them (a shared installation, or this machine for an in-process cluster).
+ */
+public final class MusterClient implements AutoCloseable {
+
+  /** The ApplicationMaster's container. */
+  static final Resource MASTER = Resource.newInstance(512, 1);
+  private static final Duration POLL = Duration.ofMillis(250);
+  private static final EnumSet<YarnApplicationState> FINAL = EnumSet.of(YarnApplicationState.FINISHED,
+      YarnApplicationState.FAILED, YarnApplicationState.KILLED);
+
+  private final YarnClient yarn;
+  private final String site;
+
+  public MusterClient(Configuration conf) {
+    site = SiteConfiguration.encode(conf);
+    yarn = YarnClient.createYarnClient();
+    yarn.init(conf);
+    yarn.start();
+  }
+
+  /** Submits the job; returns once YARN has accepted it. */
+  public ApplicationId submit(YarnJob job) throws IOException, YarnException {
+    YarnClientApplication app = yarn.createApplication();
+    ApplicationSubmissionContext context = app.getApplicationSubmissionContext();
+    context.setApplicationName(job.name());
+    context.setQueue(job.queue());
+    context.setApplicationType("MUSTER");
+    // The master restarts the gang itself; a lost master ends the job (its executors end their commands).
+    context.setMaxAppAttempts(1);
+    context.setResource(MASTER);
+    String command = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java -Xmx256m -cp "
+        + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
+        + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
+        + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
+    context.setAMContainerSpec(ContainerLaunchContext.newInstance(Map.of(),
+        Map.of(ApplicationMaster.JOB_ENV, job.toEnvironmentValue(),
+        SiteConfiguration.ENV, site), List.of(command), null, credentials(newToken()), null));
+    yarn.submitApplication(context);
+    return context.getApplicationId();
+  }
+
+  /**
+   * Follows the application until it ends or {@code limit} passes, telling {@code progress} each
+   * change of state; returns the last report.
+   */
+  public ApplicationReport follow(ApplicationId id, Duration limit, Consumer<String> progress)
+      throws IOException, YarnException, InterruptedException {
+    Instant deadline = Instant.now().plus(limit);
+    String last = null;
+    while (true) {
+      ApplicationReport report = yarn.getApplicationReport(id);
+      String state = report.getYarnApplicationState() + (report.getTrackingUrl() == null
+          || report.getTrackingUrl().isBlank() ? "" : " (" + report.getTrackingUrl() + ")");
+      if (!Objects.equals(state, last)) {
+        progress.accept(id + " " + state);
+        last = state;
+      }
+      if (FINAL.contains(report.getYarnApplicationState()) || Instant.now().isAfter(deadline)) {
+        return report;
+      }
+      Thread.sleep(POLL.toMillis());
+    }
+  }
+
+  public ApplicationReport report(ApplicationId id) throws IOException, YarnException {
+    return yarn.getApplicationReport(id);
+  }
+
+  public void kill(ApplicationId id) throws IOException, YarnException {
+    yarn.killApplication(id);
+  }
+
+  @Override
+  public void close() throws IOException {
+    yarn.close();
+  }
+
+  private static String newToken() {
+    byte[] secret = new byte[16];
+    new SecureRandom().nextBytes(secret);
+    return HexFormat.of().formatHex(secret);
+  }
+
+  /** The job token and this user's delegation tokens, for the master's container. */
+  private static ByteBuffer credentials(String token) throws IOException {
+    Credentials credentials = new Credentials(UserGroupInformation.getCurrentUser().getCredentials());
+    credentials.addSecretKey(ApplicationMaster.TOKEN_KEY, token.getBytes(StandardCharsets.US_ASCII));
+    DataOutputBuffer out = new DataOutputBuffer();
+    credentials.writeTokenStorageToStream(out);
+    return ByteBuffer.wrap(out.getData(), 0, out.getLength());
+  }
+}

@@ -1,0 +1,179 @@
+package io.muster.yarn;
+
+import io.grpc.StatusRuntimeException;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import io.muster.launch.Gang;
+import io.muster.launch.TaskEnvironment;
+import io.muster.launch.TaskProcess;
+import io.muster.proto.gang.AwaitGangRequest;
+import io.muster.proto.gang.ExitedRequest;
+import io.muster.proto.gang.GangServiceGrpc;
+import io.muster.proto.gang.HeartbeatRequest;
+import io.muster.proto.gang.HeartbeatResponse;
+import io.muster.proto.gang.RegisterRequest;
+import io.muster.proto.gang.TaskRef;
+import io.muster.rpc.ChannelCache;
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.IntStream;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.yarn.api.ApplicationConstants;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What YARN starts in each container of the gang: reserves a port and holds it until the command
+ * starts, registers {@code host:port} with the ApplicationMaster, waits for the whole gang, then
+ * runs the task's command ({@code /bin/sh -c}) with its {@code TF_CONFIG} and {@code MUSTER_*}
+ * variables, its output in the container's {@code stdout} and {@code stderr}. It heartbeats every
+ * second; the master answers whether to go on, end (an untracked task whose job is done) or abort
+ * (the attempt failed). An executor that cannot reach its master for {@link #MASTER_LOST} ends its
+ * command and exits, so no command outlives its job.
+ *
+ * <p>Arguments: {@code MASTER_HOST:PORT JOB INDEX ATTEMPT}; the job from {@value ApplicationMaster#JOB_ENV},
+ * the token from the container's credentials.
+ */
+public final class TaskExecutor {
+
+  private static final Logger log = LoggerFactory.getLogger(TaskExecutor.class);
+  static final Duration HEARTBEAT = Duration.ofSeconds(1);
+  static final Duration MASTER_LOST = Duration.ofSeconds(15);
+  private static final Duration CALL = Duration.ofSeconds(10);
+  private static final Duration GRACE = Duration.ofSeconds(10);
+
+  private TaskExecutor() {}
+
+  public static void main(String[] args) throws Exception {
+    HostPort master = HostPort.parse(args[0]);
+    TaskId task = new TaskId(args[1], Integer.parseInt(args[2]));
+    int attempt = Integer.parseInt(args[3]);
+    YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(ApplicationMaster.JOB_ENV));
+    byte[] secret = UserGroupInformation.getCurrentUser().getCredentials().getSecretKey(ApplicationMaster.TOKEN_KEY);
+    if (secret == null) {
+      log.error("{}: the job token is not in the container's credentials", task);
+      System.exit(1);
+    }
+    JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
+    TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(task.index()).setAttempt(attempt)
+        .setContainerId(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).build();
+    try (ChannelCache channels = new ChannelCache(Security.of(token))) {
+      GangServiceGrpc.GangServiceBlockingStub stub = GangServiceGrpc.newBlockingStub(channels.get(master));
+      System.exit(run(stub, ref, task, attempt, job, token));
+    }
+  }
+
+  private static int run(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task, int attempt,
+      YarnJob job, JobToken token) throws IOException, InterruptedException {
+    String host = System.getenv(ApplicationConstants.Environment.NM_HOST.name());
+    int member = job.gang().member(task);
+    TaskType type = TaskType.ofJobName(task.job()).orElseThrow();
+    List<HostPort> addresses;
+    try (ServerSocket reserved = new ServerSocket()) {
+      reserved.setReuseAddress(true);
+      reserved.bind(new InetSocketAddress(InetAddress.getByName(host), 0));
+      HostPort address = new HostPort(host, reserved.getLocalPort());
+      stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
+          .register(RegisterRequest.newBuilder().setTask(ref).setAddress(address.toString()).build());
+      log.info("{}: registered at {}; waiting for the gang", task, address);
+      addresses = stub.withDeadlineAfter(job.gangTimeout().plus(CALL).toMillis(), TimeUnit.MILLISECONDS)
+          .awaitGang(AwaitGangRequest.newBuilder().setTask(ref).build())
+          .getAddressesList().stream().map(HostPort::parse).toList();
+    } catch (StatusRuntimeException e) {
+      log.error("{}: {}", task, e.getStatus().getDescription() == null ? e.getStatus().getCode()
+          : e.getStatus().getDescription());
+      return 1;
+    } // the port is free again: the command binds it next
+    Gang gang = job.gang().formed(addresses);
+    Path workDir = Files.createTempDirectory(Path.of("").toAbsolutePath(), "muster-work-");
+    Map<String, String> env = new LinkedHashMap<>(job.environment());
+    env.putAll(TaskEnvironment.of(gang, member, attempt, gpus(job.resources().get(type).gpus()), workDir,
+        job.outputDir(), token));
+    PrintStream out = System.out;
+    PrintStream err = System.err;
+    AtomicReference<HeartbeatResponse.Action> endedBy = new AtomicReference<>();
+    log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type), attempt);
+    try (TaskProcess process = TaskProcess.start(task.toString(), List.of("/bin/sh", "-c",
+        job.commands().get(type)), env, workDir,
+        (stream, line) -> (stream == TaskProcess.Stream.STDOUT ? out : err).println(line), 30, GRACE)) {
+      Thread heartbeats = new Thread(() -> heartbeat(stub, ref, task, process, endedBy), "muster-heartbeat-"
+          + task.job() + "-" + task.index());
+      heartbeats.setDaemon(true);
+      heartbeats.start();
+      int code = process.waitFor(Duration.ofDays(365 * 100)).orElseThrow();
+      heartbeats.interrupt();
+      HeartbeatResponse.Action action = endedBy.get();
+      try {
+        stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS).exited(ExitedRequest.newBuilder()
+            .setTask(ref).setExitCode(code).addAllStderrTail(process.stderrTail()).setEndedByRequest(action != null)
+            .build());
+      } catch (StatusRuntimeException e) {
+        log.warn("{}: cannot tell the master that the command exited with {}: {}", task, code, e.getStatus());
+      }
+      if (action == HeartbeatResponse.Action.END) {
+        log.info("{}: ended the command: every tracked task has finished", task);
+        return 0;
+      }
+      log.info("{}: the command exited with code {}", task, code);
+      return code == 0 && action == null ? 0 : 1;
+    }
+  }
+
+  /** Until the command exits: ask the master every second; end the command when told, or when the master is lost. */
+  private static void heartbeat(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task,
+      TaskProcess process, AtomicReference<HeartbeatResponse.Action> endedBy) {
+    Instant lastAnswer = Instant.now();
+    while (!Thread.currentThread().isInterrupted()) {
+      try {
+        Thread.sleep(HEARTBEAT.toMillis());
+        HeartbeatResponse reply = stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
+            .heartbeat(HeartbeatRequest.newBuilder().setTask(ref).build());
+        lastAnswer = Instant.now();
+        if (reply.getAction() != HeartbeatResponse.Action.CONTINUE) {
+          log.info("{}: the master says {}: {}", task, reply.getAction(), reply.getReason());
+          endedBy.set(reply.getAction());
+          process.close();
+          return;
+        }
+      } catch (InterruptedException e) {
+        return;
+      } catch (StatusRuntimeException e) {
+        if (Instant.now().isAfter(lastAnswer.plus(MASTER_LOST))) {
+          log.error("{}: lost the ApplicationMaster ({} without an answer: {}); ending the command", task,
+              MASTER_LOST, e.getStatus());
+          endedBy.set(HeartbeatResponse.Action.ABORT);
+          process.close();
+          return;
+        }
+      }
+    }
+  }
+
+  /** The container's GPUs: YARN's assignment when it set one, else devices 0..n-1 of the node. */
+  private static List<String> gpus(int count) {
+    if (count == 0) {
+      return List.of();
+    }
+    String assigned = Optional.ofNullable(System.getenv("CUDA_VISIBLE_DEVICES"))
+        .or(() -> Optional.ofNullable(System.getenv("NVIDIA_VISIBLE_DEVICES"))).orElse("");
+    return assigned.isBlank() ? IntStream.range(0, count).mapToObj(Integer::toString).toList()
+        : List.of(assigned.split(","));
+  }
+}

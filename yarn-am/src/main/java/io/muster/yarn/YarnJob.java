@@ -1,0 +1,159 @@
+package io.muster.yarn;
+
+import io.muster.cluster.Json;
+import io.muster.cluster.TaskType;
+import io.muster.launch.GangSpec;
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.EnumMap;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+
+/**
+ * A training job for YARN, as {@code muster submit} describes it: the gang, each task type's
+ * container resources and command, the environment, and the failure policy. Validated when
+ * built; travels to the ApplicationMaster as JSON.
+ *
+ * @param name the application's name
+ * @param queue the YARN queue
+ * @param gang the tasks by type, and which are untracked
+ * @param resources each task type's container (every type of the gang has one)
+ * @param commands each task type's command, run with {@code /bin/sh -c} (every type of the gang has one)
+ * @param environment more variables for every command (Muster's own cannot be set)
+ * @param maxAttempts how many times the whole gang runs before the job fails
+ * @param gangTimeout how long an attempt may take to allocate and register every task
+ * @param outputDir {@code MUSTER_OUTPUT_DIR}, when given
+ * @param classpath the jars and directories of Muster's runtime, as every NodeManager sees them
+ */
+public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
+    Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Duration gangTimeout,
+    Optional<String> outputDir, List<String> classpath) {
+
+  /** One container's resources. */
+  public record Resources(int memoryMb, int vcores, int gpus) {
+    public static final Resources DEFAULT = new Resources(1024, 1, 0);
+
+    public Resources {
+      if (memoryMb < 1 || vcores < 1 || gpus < 0) {
+        throw new IllegalArgumentException("container resources must have memory >= 1 MB, vcores >= 1 and "
+            + "gpus >= 0, were " + memoryMb + " MB, " + vcores + " vcores, " + gpus + " gpus");
+      }
+    }
+  }
+
+  public YarnJob {
+    if (name == null || name.isBlank()) {
+      throw new IllegalArgumentException("the job needs a name");
+    }
+    if (queue == null || queue.isBlank()) {
+      throw new IllegalArgumentException("the job needs a queue (YARN's is 'default')");
+    }
+    resources = Map.copyOf(resources);
+    commands = Map.copyOf(commands);
+    for (TaskType type : typesOf(gang)) {
+      if (!resources.containsKey(type)) {
+        throw new IllegalArgumentException("no container resources for the " + type.jobName() + " tasks");
+      }
+      String command = commands.get(type);
+      if (command == null || command.isBlank()) {
+        throw new IllegalArgumentException("no command for the " + type.jobName() + " tasks: give --command or --"
+            + type.jobName() + "-command");
+      }
+    }
+    environment = Map.copyOf(environment);
+    for (String variable : environment.keySet()) {
+      if (io.muster.launch.TaskEnvironment.isReserved(variable)) {
+        throw new IllegalArgumentException("the environment variable " + variable + " is set by Muster for each "
+            + "task; leave it out of --env");
+      }
+    }
+    if (maxAttempts < 1) {
+      throw new IllegalArgumentException("max attempts must be >= 1, was " + maxAttempts);
+    }
+    if (gangTimeout.isNegative() || gangTimeout.isZero()) {
+      throw new IllegalArgumentException("the gang timeout must be positive, was " + gangTimeout);
+    }
+    classpath = List.copyOf(classpath);
+  }
+
+  /** The task types the gang has, in member order. */
+  public static List<TaskType> typesOf(GangSpec gang) {
+    List<TaskType> types = new ArrayList<>();
+    for (TaskType type : List.of(TaskType.CHIEF, TaskType.WORKER, TaskType.PS, TaskType.EVALUATOR)) {
+      if (gang.count(type) > 0) {
+        types.add(type);
+      }
+    }
+    return types;
+  }
+
+  public String toJson() {
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("name", name);
+    out.put("queue", queue);
+    Map<String, Object> tasks = new LinkedHashMap<>();
+    for (TaskType type : typesOf(gang)) {
+      Resources r = resources.get(type);
+      tasks.put(type.jobName(), Map.of("instances", gang.count(type), "memory_mb", r.memoryMb(), "vcores",
+          r.vcores(), "gpus", r.gpus(), "command", commands.get(type)));
+    }
+    out.put("tasks", tasks);
+    out.put("untracked", gang.untracked().stream().map(TaskType::jobName).toList());
+    out.put("environment", environment);
+    out.put("max_attempts", maxAttempts);
+    out.put("gang_timeout_ms", gangTimeout.toMillis());
+    out.put("output_dir", outputDir.orElse(null));
+    out.put("classpath", classpath);
+    return Json.write(out);
+  }
+
+  /**
+   * The JSON in base64, for an environment variable: YARN writes launch environments into a shell
+   * script between double quotes, without escaping the quotes inside.
+   */
+  public String toEnvironmentValue() {
+    return Base64.getEncoder().encodeToString(toJson().getBytes(StandardCharsets.UTF_8));
+  }
+
+  public static YarnJob fromEnvironmentValue(String value) {
+    if (value == null || value.isBlank()) {
+      throw new IllegalStateException("the job's description is not in the environment; submit with muster submit");
+    }
+    return fromJson(new String(Base64.getDecoder().decode(value), StandardCharsets.UTF_8));
+  }
+
+  @SuppressWarnings("unchecked")
+  public static YarnJob fromJson(String json) {
+    Map<String, Object> in = (Map<String, Object>) Json.parse(json);
+    Map<String, Object> tasks = (Map<String, Object>) in.get("tasks");
+    Map<TaskType, Resources> resources = new EnumMap<>(TaskType.class);
+    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
+    Map<TaskType, Integer> counts = new EnumMap<>(TaskType.class);
+    tasks.forEach((job, raw) -> {
+      Map<String, Object> t = (Map<String, Object>) raw;
+      TaskType type = TaskType.ofJobName(job).orElseThrow();
+      counts.put(type, number(t.get("instances")));
+      resources.put(type, new Resources(number(t.get("memory_mb")), number(t.get("vcores")), number(t.get("gpus"))));
+      commands.put(type, (String) t.get("command"));
+    });
+    Set<TaskType> untracked = EnumSet.noneOf(TaskType.class);
+    ((List<String>) in.get("untracked")).forEach(j -> untracked.add(TaskType.ofJobName(j).orElseThrow()));
+    GangSpec gang = new GangSpec(counts.getOrDefault(TaskType.CHIEF, 0), counts.getOrDefault(TaskType.WORKER, 0),
+        counts.getOrDefault(TaskType.PS, 0), counts.getOrDefault(TaskType.EVALUATOR, 0), untracked);
+    return new YarnJob((String) in.get("name"), (String) in.get("queue"), gang, resources, commands,
+        (Map<String, String>) in.get("environment"), number(in.get("max_attempts")),
+        Duration.ofMillis(((BigDecimal) in.get("gang_timeout_ms")).longValueExact()),
+        Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"));
+  }
+
+  private static int number(Object raw) {
+    return ((BigDecimal) raw).intValueExact();
+  }
+}
