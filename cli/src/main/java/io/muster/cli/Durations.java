@@ -9,18 +9,19 @@ final class Durations {
 
   static Duration parse(String option, String text) {
     try {
+      Duration d;
       if (text.matches("\\d+ms")) {
-        return Duration.ofMillis(Long.parseLong(text.substring(0, text.length() - 2)));
-      }
-      if (text.matches("\\d+[smh]")) {
+        d = Duration.ofMillis(Long.parseLong(text.substring(0, text.length() - 2)));
+      } else if (text.matches("\\d+[smh]")) {
         long n = Long.parseLong(text.substring(0, text.length() - 1));
-        return switch (text.charAt(text.length() - 1)) {
+        d = switch (text.charAt(text.length() - 1)) {
           case 's' -> Duration.ofSeconds(n);
           case 'm' -> Duration.ofMinutes(n);
           default -> Duration.ofHours(n);
         };
+      } else {
+        d = Duration.parse(text);
       }
-      Duration d = Duration.parse(text);
       if (!d.isNegative() && !d.isZero()) {
         return d;
       }

@@ -20,6 +20,10 @@ public final class Muster {
       "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
       "  checkpoint ls DIR       the checkpoints in DIR, the latest, and its tensors (name, dtype, shape)",
       "  events FILE_OR_DIR      the scalars of TensorBoard event files: step, tag, value",
+      "  submit [options]        run a training job on a YARN queue (muster submit --help)",
+      "  status APPID            a YARN job's state and diagnostics",
+      "  kill APPID              kill a YARN job",
+      "  yarn-local [--dir D]    keep a local YARN cluster and HDFS running for muster submit",
       "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
 
   private Muster() {}
@@ -41,12 +45,23 @@ public final class Muster {
         case "server-def" -> ServerDefCommand.run(options, env, out);
         case "checkpoint" -> CheckpointCommand.run(options, out);
         case "events" -> EventsCommand.run(options, out);
+        case "submit" -> SubmitCommand.submit(options, SubmitCommand::clusterConfiguration, out, err);
+        case "yarn-local" -> SubmitCommand.yarnLocal(options, out);
+        case "status" -> SubmitCommand.status(options, SubmitCommand.clusterConfiguration(), out);
+        case "kill" -> SubmitCommand.kill(options, SubmitCommand.clusterConfiguration(), out);
         default -> throw new UsageException("unknown command '" + args.get(0) + "'; try: muster --help");
       };
     } catch (UsageException | IllegalArgumentException e) {
       err.println("muster " + args.get(0) + ": " + e.getMessage());
       return 2;
     } catch (java.io.UncheckedIOException e) {
+      err.println("muster " + args.get(0) + ": " + e.getMessage());
+      return 1;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      err.println("muster " + args.get(0) + ": interrupted");
+      return 1;
+    } catch (Exception e) { // YARN's client: the cluster is unreachable, the application unknown, …
       err.println("muster " + args.get(0) + ": " + e.getMessage());
       return 1;
     }

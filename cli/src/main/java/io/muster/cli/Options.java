@@ -1,13 +1,17 @@
 package io.muster.cli;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-/** A command's {@code --name value} options and {@code --flag}s; anything else is a usage error. */
+/**
+ * A command's {@code --name value} options and {@code --flag}s; anything else is a usage error. An
+ * option given twice keeps its last value ({@link #get}) and all of them ({@link #getAll}).
+ */
 final class Options {
-  private final Map<String, String> values = new HashMap<>();
+  private final Map<String, List<String>> values = new HashMap<>();
 
   private Options() {}
 
@@ -16,12 +20,12 @@ final class Options {
     for (int i = 0; i < args.size(); i++) {
       String arg = args.get(i);
       if (flags.contains(arg)) {
-        options.values.put(arg, "true");
+        options.values.computeIfAbsent(arg, a -> new ArrayList<>()).add("true");
       } else if (valued.contains(arg)) {
         if (i + 1 >= args.size()) {
           throw new UsageException(arg + " needs a value");
         }
-        options.values.put(arg, args.get(++i));
+        options.values.computeIfAbsent(arg, a -> new ArrayList<>()).add(args.get(++i));
       } else {
         throw new UsageException("unknown argument '" + arg + "'; options: " + String.join(", ", valued)
             + (flags.isEmpty() ? "" : ", " + String.join(", ", flags)));
@@ -31,7 +35,12 @@ final class Options {
   }
 
   String get(String name, String defaultValue) {
-    return values.getOrDefault(name, defaultValue);
+    List<String> given = values.get(name);
+    return given == null ? defaultValue : given.get(given.size() - 1);
+  }
+
+  List<String> getAll(String name) {
+    return values.getOrDefault(name, List.of());
   }
 
   boolean has(String flag) {

@@ -22,51 +22,30 @@ import java.util.Set;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
-import org.apache.hadoop.yarn.conf.YarnConfiguration;
-import org.apache.hadoop.yarn.server.MiniYARNCluster;
-import org.apache.hadoop.yarn.server.resourcemanager.scheduler.fifo.FifoScheduler;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Muster's client, ApplicationMaster and task executors on a MiniYARNCluster of two NodeManagers. */
+/** Muster's client, ApplicationMaster and task executors on {@link LocalYarn}: two NodeManagers of 4096 MB. */
 class YarnJobsTest {
 
   private static final Duration LIMIT = Duration.ofMinutes(3);
-  private static MiniYARNCluster yarn;
+  private static LocalYarn local;
   private static MusterClient client;
 
   @TempDir Path dir;
 
   @BeforeAll
-  static void start() {
-    YarnConfiguration conf = new YarnConfiguration();
-    conf.setClass(YarnConfiguration.RM_SCHEDULER, FifoScheduler.class, Object.class);
-    conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
-    conf.setInt(YarnConfiguration.NM_PMEM_MB, 2048);
-    conf.setInt(YarnConfiguration.YARN_MINICLUSTER_NM_PMEM_MB, 2048); // MiniYARNCluster's own, 4096 by default
-    conf.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
-    conf.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
-    conf.set(YarnConfiguration.NM_DISK_HEALTH_CHECK_ENABLE, "false");
-    conf.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, 99.9f);
-    conf.set("yarn.nodemanager.webapp.address", "127.0.0.1:0");
-    conf.set("yarn.resourcemanager.webapp.address", "127.0.0.1:0");
-    conf.set("yarn.timeline-service.enabled", "false");
-    conf.setLong("yarn.nodemanager.sleep-delay-before-sigkill.ms", 100);
-    conf.setLong("yarn.nodemanager.process-kill-wait.ms", 100);
-    conf.setLong("yarn.nodemanager.log.retain-seconds", 0);
-    conf.setLong("yarn.nodemanager.delete.debug-delay-sec", 0);
-    yarn = new MiniYARNCluster("muster", 2, 1, 1);
-    yarn.init(conf);
-    yarn.start();
-    client = new MusterClient(yarn.getConfig());
+  static void start() throws Exception {
+    local = LocalYarn.start(Path.of("target", "local-yarn-" + YarnJobsTest.class.getSimpleName()));
+    client = new MusterClient(local.configuration());
   }
 
   @AfterAll
   static void stop() throws Exception {
     client.close();
-    yarn.stop();
+    local.close();
   }
 
   private static YarnJob job(GangSpec gang, String command, int memoryMb, int maxAttempts, Duration gangTimeout) {
@@ -138,9 +117,9 @@ class YarnJobsTest {
 
   @Test
   void aGangThatCannotFitFailsAtTheGangDeadlineSayingWhatIsMissing() throws Exception {
-    // two NodeManagers of 2048 MB, one also running the 512 MB master: two 1536 MB workers fit, three do not
+    // two NodeManagers of 4096 MB, one also running the 512 MB master: two 3072 MB workers fit, three do not
     Instant start = Instant.now();
-    ApplicationReport report = runToEnd(job(GangSpec.workers(3), "exit 0", 1536, 3, Duration.ofSeconds(5)));
+    ApplicationReport report = runToEnd(job(GangSpec.workers(3), "exit 0", 3072, 3, Duration.ofSeconds(5)));
     Duration took = Duration.between(start, Instant.now());
 
     assertEquals(FinalApplicationStatus.FAILED, report.getFinalApplicationStatus());
@@ -152,6 +131,6 @@ class YarnJobsTest {
     assertTrue(took.compareTo(Duration.ofSeconds(5 + 60)) < 0, "failed " + took + " after submission (a hang guard, "
         + "not a speed claim)");
     Eventually.within(Duration.ofSeconds(30), "every container is released", () ->
-        yarn.getResourceManager().getResourceScheduler().getRootQueueMetrics().getAllocatedMB() == 0);
+        local.yarn().getResourceManager().getResourceScheduler().getRootQueueMetrics().getAllocatedMB() == 0);
   }
 }

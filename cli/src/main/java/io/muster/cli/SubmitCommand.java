@@ -1,0 +1,286 @@
+package io.muster.cli;
+
+import io.muster.cluster.TaskType;
+import io.muster.launch.GangSpec;
+import io.muster.yarn.LocalYarn;
+import io.muster.yarn.MusterClient;
+import io.muster.yarn.YarnJob;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
+import java.util.EnumMap;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationReport;
+import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+
+/**
+ * {@code muster submit}, {@code muster status APPID}, {@code muster kill APPID}: a training job on
+ * a YARN queue. {@code submit} checks every option before it talks to YARN, submits, prints the
+ * application id and tracking URL, one line per change of state, and the final status with the
+ * master's diagnostics; it exits 0 only when the job succeeded, and kills the application when it
+ * is interrupted (Ctrl-C) before the end. The cluster is the one {@code HADOOP_CONF_DIR} names.
+ */
+final class SubmitCommand {
+
+  static final String USAGE = String.join("\n",
+      "usage: muster submit [options]",
+      "  --name muster                the application's name",
+      "  --queue default              the YARN queue",
+      "  --command CMD                every task's command (/bin/sh -c), unless --<type>-command is given",
+      "  --<type>-instances N         chief (0-1), worker (default 1), ps, evaluator (0-1)",
+      "  --<type>-memory 1g           container memory (512m, 2g, or MB)",
+      "  --<type>-vcores 1            container vcores",
+      "  --<type>-gpus 0              container GPUs (yarn.io/gpu)",
+      "  --<type>-command CMD         that type's command",
+      "  --env K=V                    a variable for every command (repeatable)",
+      "  --max-attempts 1             how many times the whole gang runs before the job fails",
+      "  --gang-timeout 10m           allocation and registration of the whole gang, per attempt",
+      "  --output-dir URI             MUSTER_OUTPUT_DIR",
+      "  --untracked ps,evaluator     task types whose commands are ended, not awaited (default: ps and",
+      "                               evaluator, and worker when there are a chief and ps tasks)",
+      "  --local                      run on a YARN cluster and HDFS started in this process, then stop them",
+      "usage: muster status APPID | muster kill APPID",
+      "usage: muster yarn-local [--dir muster-yarn-local]   keep such a cluster running; prints its HADOOP_CONF_DIR");
+  private static final List<String> TYPES = List.of("chief", "worker", "ps", "evaluator");
+  private static final Duration FOLLOW_LIMIT = Duration.ofDays(365);
+
+  private SubmitCommand() {}
+
+  static int submit(List<String> args, Supplier<Configuration> cluster, PrintStream out, PrintStream err)
+      throws Exception {
+    if (args.contains("--help")) {
+      out.println(USAGE);
+      return 0;
+    }
+    YarnJob job = parse(args, List.of(System.getProperty("java.class.path").split(":")));
+    if (!args.contains("--local")) {
+      return submit(job, cluster.get(), out, err, id -> { });
+    }
+    Path dir = Files.createTempDirectory("muster-local-yarn-");
+    try (LocalYarn local = LocalYarn.start(dir)) {
+      out.println("muster submit: started a local YARN cluster and HDFS (" + local.configuration().get("fs.defaultFS")
+          + ")");
+      ApplicationId[] submitted = new ApplicationId[1];
+      int code = submit(job, local.configuration(), out, err, id -> submitted[0] = id);
+      if (submitted[0] != null) {
+        for (Path log : local.containerLogs(submitted[0].toString())) {
+          out.println("== " + log.getParent().getFileName() + " " + log.getFileName() + " ==");
+          Files.readAllLines(log).forEach(out::println);
+        }
+      }
+      return code;
+    } finally {
+      deleteRecursively(dir);
+    }
+  }
+
+  /** {@code muster yarn-local}: starts a local cluster, prints its configuration directory, runs until stopped. */
+  static int yarnLocal(List<String> args, PrintStream out) throws Exception {
+    Options o = Options.parse(args, Set.of("--dir"), Set.of());
+    LocalYarn local = LocalYarn.start(Path.of(o.get("--dir", "muster-yarn-local")).toAbsolutePath());
+    Runtime.getRuntime().addShutdownHook(new Thread(local::close, "muster-yarn-local-stop"));
+    out.println("HADOOP_CONF_DIR=" + local.confDir());
+    out.println("muster yarn-local: running; export HADOOP_CONF_DIR as above and use muster submit, yarn, hdfs; "
+        + "Ctrl-C stops it");
+    new CountDownLatch(1).await();
+    return 0;
+  }
+
+  private static int submit(YarnJob job, Configuration conf, PrintStream out, PrintStream err,
+      Consumer<ApplicationId> submitted) throws Exception {
+    try (MusterClient client = new MusterClient(conf)) {
+      ApplicationId id = client.submit(job);
+      submitted.accept(id);
+      out.println("muster submit: " + id + " submitted to queue " + job.queue() + " (" + job.gang() + ")");
+      AtomicBoolean done = new AtomicBoolean();
+      Thread killOnInterrupt = new Thread(() -> {
+        if (!done.get()) {
+          try {
+            client.kill(id);
+            err.println("muster submit: interrupted; killed " + id);
+          } catch (Exception e) {
+            err.println("muster submit: interrupted; could not kill " + id + ": " + e.getMessage());
+          }
+        }
+      }, "muster-submit-kill");
+      Runtime.getRuntime().addShutdownHook(killOnInterrupt);
+      ApplicationReport report = client.follow(id, FOLLOW_LIMIT, line -> out.println("muster submit: " + line));
+      done.set(true);
+      Runtime.getRuntime().removeShutdownHook(killOnInterrupt);
+      return finalStatus(report, out);
+    }
+  }
+
+  static int status(List<String> args, Configuration conf, PrintStream out) throws Exception {
+    try (MusterClient client = new MusterClient(conf)) {
+      ApplicationReport report = client.report(applicationId(args, "status"));
+      out.println(report.getApplicationId() + " " + report.getYarnApplicationState() + " "
+          + report.getFinalApplicationStatus() + (report.getDiagnostics().isBlank() ? "" : ": "
+          + report.getDiagnostics()));
+      return 0;
+    }
+  }
+
+  static int kill(List<String> args, Configuration conf, PrintStream out) throws Exception {
+    try (MusterClient client = new MusterClient(conf)) {
+      ApplicationId id = applicationId(args, "kill");
+      client.kill(id);
+      out.println("muster kill: killed " + id);
+      return 0;
+    }
+  }
+
+  /**
+   * The cluster {@code HADOOP_CONF_DIR} describes. An unreachable ResourceManager fails within 30 s
+   * instead of YARN's 15 minutes of retries, unless the configuration says otherwise.
+   */
+  static Configuration clusterConfiguration() {
+    Configuration conf = new YarnConfiguration();
+    if (conf.getLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS,
+            YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS)
+            == YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS) {
+      conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 30_000);
+      conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 1_000);
+    }
+    return conf;
+  }
+
+  private static int finalStatus(ApplicationReport report, PrintStream out) {
+    FinalApplicationStatus status = report.getFinalApplicationStatus();
+    out.println("muster submit: " + report.getApplicationId() + " " + status
+        + (report.getDiagnostics().isBlank() ? "" : ": " + report.getDiagnostics().replace("\n", "\n  ")));
+    return status == FinalApplicationStatus.SUCCEEDED ? 0 : 1;
+  }
+
+  private static ApplicationId applicationId(List<String> args, String command) {
+    if (args.size() != 1) {
+      throw new UsageException("muster " + command + " takes one application id, e.g. application_1700000000000_0001");
+    }
+    try {
+      return ApplicationId.fromString(args.get(0));
+    } catch (IllegalArgumentException e) {
+      throw new UsageException("'" + args.get(0) + "' is not an application id (application_<cluster>_<n>)");
+    }
+  }
+
+  /** The job the options describe; a usage error names the option and what it accepts. */
+  static YarnJob parse(List<String> args, List<String> classpath) {
+    Set<String> valued = new LinkedHashSet<>(List.of("--name", "--queue", "--command", "--env", "--max-attempts",
+        "--gang-timeout", "--output-dir", "--untracked"));
+    for (String type : TYPES) {
+      for (String what : List.of("instances", "memory", "vcores", "gpus", "command")) {
+        valued.add("--" + type + "-" + what);
+      }
+    }
+    Options o = Options.parse(args, valued, Set.of("--local"));
+    Map<TaskType, Integer> counts = new EnumMap<>(TaskType.class);
+    Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
+    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
+    for (String name : TYPES) {
+      TaskType type = TaskType.ofJobName(name).orElseThrow();
+      int count = integer(o, "--" + name + "-instances", name.equals("worker") ? 1 : 0, 0);
+      counts.put(type, count);
+      YarnJob.Resources r = new YarnJob.Resources(memoryMb(o, "--" + name + "-memory"),
+          integer(o, "--" + name + "-vcores", 1, 1), integer(o, "--" + name + "-gpus", 0, 0));
+      String command = o.get("--" + name + "-command", o.get("--command", ""));
+      if (count > 0) {
+        if (command.isBlank()) {
+          throw new UsageException("no command for the " + name + " tasks: give --command CMD or --" + name
+              + "-command CMD");
+        }
+        resources.put(type, r);
+        commands.put(type, command);
+      }
+    }
+    GangSpec gang;
+    try {
+      int chiefs = counts.get(TaskType.CHIEF);
+      int ps = counts.get(TaskType.PS);
+      Set<TaskType> untracked = o.has("--untracked") ? types(o.get("--untracked", ""))
+          : GangSpec.defaultUntracked(chiefs, ps);
+      gang = new GangSpec(chiefs, counts.get(TaskType.WORKER), ps, counts.get(TaskType.EVALUATOR), untracked);
+    } catch (IllegalArgumentException e) {
+      throw new UsageException(e.getMessage());
+    }
+    Map<String, String> env = new LinkedHashMap<>();
+    for (String pair : o.getAll("--env")) {
+      int eq = pair.indexOf('=');
+      if (eq <= 0) {
+        throw new UsageException("--env takes NAME=VALUE, was '" + pair + "'");
+      }
+      env.put(pair.substring(0, eq), pair.substring(eq + 1));
+    }
+    try {
+      return new YarnJob(o.get("--name", "muster"), o.get("--queue", "default"), gang, resources, commands, env,
+          integer(o, "--max-attempts", 1, 1), Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
+          Optional.ofNullable(o.get("--output-dir", null)), classpath);
+    } catch (IllegalArgumentException e) {
+      throw new UsageException(e.getMessage());
+    }
+  }
+
+  private static void deleteRecursively(Path dir) throws IOException {
+    try (Stream<Path> paths = Files.walk(dir)) {
+      for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    }
+  }
+
+  private static Set<TaskType> types(String list) {
+    Set<TaskType> types = EnumSet.noneOf(TaskType.class);
+    for (String name : list.split(",")) {
+      if (name.isBlank()) {
+        continue;
+      }
+      types.add(TaskType.ofJobName(name.strip()).orElseThrow(() -> new UsageException(
+          "--untracked takes task types from chief, worker, ps, evaluator; was '" + name.strip() + "'")));
+    }
+    return types;
+  }
+
+  private static int integer(Options o, String option, int defaultValue, int min) {
+    String text = o.get(option, Integer.toString(defaultValue));
+    try {
+      int value = Integer.parseInt(text);
+      if (value >= min) {
+        return value;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new UsageException(option + " must be an integer >= " + min + ", was '" + text + "'");
+  }
+
+  private static int memoryMb(Options o, String option) {
+    String text = o.get(option, "1g").toLowerCase(java.util.Locale.ROOT);
+    try {
+      long mb = text.endsWith("g") ? Long.parseLong(text.substring(0, text.length() - 1)) * 1024
+          : text.endsWith("m") ? Long.parseLong(text.substring(0, text.length() - 1)) : Long.parseLong(text);
+      if (mb >= 1 && mb <= Integer.MAX_VALUE) {
+        return (int) mb;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new UsageException(option + " must be a memory size such as 512m, 2g or 1024 (MB), was '" + text + "'");
+  }
+
+}

@@ -1,0 +1,106 @@
+package io.muster.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.TaskType;
+import io.muster.yarn.YarnJob;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.junit.jupiter.api.Test;
+
+/** {@code muster submit}'s options, checked before anything talks to YARN. */
+class SubmitCommandTest {
+
+  private static YarnJob parse(String... args) {
+    return SubmitCommand.parse(List.of(args), List.of("/opt/muster/lib/a.jar"));
+  }
+
+  @Test
+  void aParameterServerJobFromItsOptions() {
+    YarnJob job = parse("--name", "ps-job", "--queue", "ml", "--chief-instances", "1", "--worker-instances", "2",
+        "--ps-instances", "1", "--worker-memory", "2g", "--ps-memory", "512m", "--worker-vcores", "2",
+        "--worker-gpus", "1", "--command", "python3 train.py", "--ps-command", "python3 serve.py",
+        "--env", "A=1", "--env", "B=x=y", "--max-attempts", "3", "--gang-timeout", "90s", "--output-dir", "hdfs:///o");
+    assertEquals("ps-job", job.name());
+    assertEquals("ml", job.queue());
+    assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, evaluator, ps)", job.gang().toString());
+    assertEquals(new YarnJob.Resources(2048, 2, 1), job.resources().get(TaskType.WORKER));
+    assertEquals(new YarnJob.Resources(512, 1, 0), job.resources().get(TaskType.PS));
+    assertEquals(new YarnJob.Resources(1024, 1, 0), job.resources().get(TaskType.CHIEF));
+    assertEquals(Map.of(TaskType.CHIEF, "python3 train.py", TaskType.WORKER, "python3 train.py", TaskType.PS,
+        "python3 serve.py"), job.commands());
+    assertEquals(Map.of("A", "1", "B", "x=y"), job.environment());
+    assertEquals(3, job.maxAttempts());
+    assertEquals(Duration.ofSeconds(90), job.gangTimeout());
+    assertEquals(Optional.of("hdfs:///o"), job.outputDir());
+    assertEquals(job, YarnJob.fromEnvironmentValue(job.toEnvironmentValue()), "the job reaches the master whole");
+  }
+
+  @Test
+  void defaultsAreOneWorkerOfOneGigabyteAndTheDefaultQueue() {
+    YarnJob job = parse("--command", "true");
+    assertEquals("1 worker (untracked: evaluator, ps)", job.gang().toString());
+    assertEquals("default", job.queue());
+    assertEquals(Duration.ofMinutes(10), job.gangTimeout());
+    assertEquals(1, job.maxAttempts());
+    assertEquals(EnumSet.of(TaskType.PS), parse("--command", "x", "--untracked", "ps").gang().untracked());
+  }
+
+  /** Each bad input: exit 2 and one line naming the option, before anything talks to YARN. */
+  @Test
+  void badOptionsAreOneLineAndExitTwo() {
+    Map<List<String>, String> cases = Map.ofEntries(
+        Map.entry(List.of("--worker-instances", "1"),
+            "no command for the worker tasks: give --command CMD or --worker-command CMD"),
+        Map.entry(List.of("--command", "x", "--worker-instances", "0"),
+            "a gang needs a chief or at least one worker, was 0 workers"),
+        Map.entry(List.of("--command", "x", "--chief-instances", "2"), "chief count must be in 0..1, was 2"),
+        Map.entry(List.of("--command", "x", "--worker-instances", "two"),
+            "--worker-instances must be an integer >= 0, was 'two'"),
+        Map.entry(List.of("--command", "x", "--worker-memory", "2x"),
+            "--worker-memory must be a memory size such as 512m, 2g or 1024 (MB), was '2x'"),
+        Map.entry(List.of("--command", "x", "--env", "NOVALUE"), "--env takes NAME=VALUE, was 'NOVALUE'"),
+        Map.entry(List.of("--command", "x", "--env", "MUSTER_ATTEMPT=3"),
+            "the environment variable MUSTER_ATTEMPT is set by Muster for each task; leave it out of --env"),
+        Map.entry(List.of("--command", "x", "--gang-timeout", "0s"),
+            "--gang-timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was '0s'"),
+        Map.entry(List.of("--command", "x", "--untracked", "driver"),
+            "--untracked takes task types from chief, worker, ps, evaluator; was 'driver'"),
+        Map.entry(List.of("--command", "x", "--untracked", "worker"),
+            "every task of the gang (1 worker) is untracked (worker), so nothing would end the job; track the chief "
+                + "or the workers"),
+        Map.entry(List.of("--command", "x", "--max-attempts", "0"), "--max-attempts must be an integer >= 1, was '0'"));
+    cases.forEach((args, message) -> {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      List<String> argv = new java.util.ArrayList<>(List.of("submit"));
+      argv.addAll(args);
+      int code = Muster.run(argv, Map.of(), new PrintStream(out, true), new PrintStream(err, true));
+      assertEquals(2, code, args.toString());
+      assertEquals("muster submit: " + message + "\n", err.toString(StandardCharsets.UTF_8), args.toString());
+      assertEquals("", out.toString(StandardCharsets.UTF_8));
+    });
+  }
+
+  @Test
+  void helpListsEveryOption() {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    assertEquals(0, Muster.run(List.of("submit", "--help"), Map.of(), new PrintStream(out, true), System.err));
+    String help = out.toString(StandardCharsets.UTF_8);
+    for (String option : List.of("--name", "--queue", "--command", "--<type>-instances", "--<type>-memory",
+        "--<type>-vcores", "--<type>-gpus", "--<type>-command", "--env", "--max-attempts", "--gang-timeout",
+        "--output-dir", "--untracked")) {
+      assertTrue(help.contains(option), option);
+    }
+    ByteArrayOutputStream top = new ByteArrayOutputStream();
+    Muster.run(List.of("--help"), Map.of(), new PrintStream(top, true), System.err);
+    assertTrue(top.toString(StandardCharsets.UTF_8).contains("submit [options]"));
+  }
+}

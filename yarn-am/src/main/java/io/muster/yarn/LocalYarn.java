@@ -1,0 +1,120 @@
+package io.muster.yarn;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.apache.hadoop.yarn.server.MiniYARNCluster;
+import org.apache.hadoop.yarn.server.resourcemanager.scheduler.fifo.FifoScheduler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A YARN cluster and an HDFS in this JVM, on this machine's loopback address: a ResourceManager,
+ * two NodeManagers, a namenode and a datanode, with their files under one directory. It is what
+ * {@code muster submit --local} runs a job on and what {@code muster yarn-local} keeps running; its
+ * configuration directory ({@link #confDir()}) is what {@code HADOOP_CONF_DIR} points at.
+ */
+public final class LocalYarn implements AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(LocalYarn.class);
+  /** Each NodeManager's memory; the cluster has two. */
+  public static final int NODE_MEMORY_MB = 4096;
+
+  private final MiniDFSCluster hdfs;
+  private final MiniYARNCluster yarn;
+  private final Path confDir;
+
+  private LocalYarn(MiniDFSCluster hdfs, MiniYARNCluster yarn, Path confDir) {
+    this.hdfs = hdfs;
+    this.yarn = yarn;
+    this.confDir = confDir;
+  }
+
+  /**
+   * Starts the cluster with its files under {@code dir}; returns once every node is up. Sets the
+   * system property {@code test.build.data} (where Hadoop's mini clusters keep their files) to
+   * {@code dir}. Container logs stay until the cluster stops ({@link #containerLogs}).
+   */
+  public static LocalYarn start(Path dir) throws IOException {
+    Files.createDirectories(dir);
+    System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
+    Configuration dfsConf = new Configuration();
+    dfsConf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, dir.resolve("hdfs").toAbsolutePath().toString());
+    dfsConf.set("dfs.namenode.http-address", "127.0.0.1:0");
+    dfsConf.set("dfs.datanode.address", "127.0.0.1:0");
+    dfsConf.set("dfs.datanode.http.address", "127.0.0.1:0");
+    dfsConf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
+    MiniDFSCluster hdfs = new MiniDFSCluster.Builder(dfsConf).numDataNodes(1).build();
+    hdfs.waitActive();
+    YarnConfiguration conf = new YarnConfiguration(hdfs.getConfiguration(0));
+    conf.set("fs.defaultFS", hdfs.getFileSystem().getUri().toString());
+    conf.setClass(YarnConfiguration.RM_SCHEDULER, FifoScheduler.class, Object.class);
+    conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
+    conf.setInt(YarnConfiguration.NM_PMEM_MB, NODE_MEMORY_MB);
+    conf.setInt(YarnConfiguration.YARN_MINICLUSTER_NM_PMEM_MB, NODE_MEMORY_MB);
+    conf.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
+    conf.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
+    conf.set(YarnConfiguration.NM_DISK_HEALTH_CHECK_ENABLE, "false");
+    conf.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, 99.9f);
+    conf.set("yarn.nodemanager.webapp.address", "127.0.0.1:0");
+    conf.set("yarn.resourcemanager.webapp.address", "127.0.0.1:0");
+    conf.set("yarn.timeline-service.enabled", "false");
+    // stopping takes about a second instead of 17
+    conf.setLong("yarn.nodemanager.sleep-delay-before-sigkill.ms", 100);
+    conf.setLong("yarn.nodemanager.process-kill-wait.ms", 100);
+    conf.setLong("yarn.nodemanager.log.retain-seconds", 0);
+    conf.setLong("yarn.nodemanager.delete.debug-delay-sec", 24 * 3600);
+    MiniYARNCluster yarn = new MiniYARNCluster("muster", 2, 1, 1);
+    yarn.init(conf);
+    yarn.start();
+    Path confDir = dir.resolve("conf");
+    Files.createDirectories(confDir);
+    try (OutputStream out = Files.newOutputStream(confDir.resolve("yarn-site.xml"))) {
+      yarn.getConfig().writeXml(out);
+    }
+    try (OutputStream out = Files.newOutputStream(confDir.resolve("core-site.xml"))) {
+      yarn.getConfig().writeXml(out);
+    }
+    log.info("local YARN ({} at {}) and HDFS ({}) are up; HADOOP_CONF_DIR={}",
+        "2 NodeManagers of " + NODE_MEMORY_MB + " MB", yarn.getConfig().get(YarnConfiguration.RM_ADDRESS),
+        hdfs.getFileSystem().getUri(), confDir);
+    return new LocalYarn(hdfs, yarn, confDir);
+  }
+
+  /** The cluster's configuration: its ResourceManager and {@code fs.defaultFS}. */
+  public Configuration configuration() {
+    return new YarnConfiguration(yarn.getConfig());
+  }
+
+  /** Every log file of the application's containers (their {@code stdout} and {@code stderr}), by path. */
+  public List<Path> containerLogs(String applicationId) throws IOException {
+    try (Stream<Path> files = Files.walk(Path.of(System.getProperty("test.build.data")))) {
+      return files.filter(p -> p.getParent() != null && p.getParent().getParent() != null
+              && p.getParent().getParent().getFileName().toString().equals(applicationId)
+              && Set.of("stdout", "stderr").contains(p.getFileName().toString()))
+          .sorted().toList();
+    }
+  }
+
+  public Path confDir() {
+    return confDir;
+  }
+
+  public MiniYARNCluster yarn() {
+    return yarn;
+  }
+
+  @Override
+  public void close() {
+    yarn.stop();
+    hdfs.shutdown();
+  }
+
+}
