@@ -26,7 +26,9 @@ public final class Bench {
         System.err.println("usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]\n"
             + "       muster bench allreduce [--table] [--tls] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)\n"
             + "       muster bench checkpoint [MiB...]              (default: 64 512)\n"
-            + "       muster bench spark [--workers 4] [--runs 5]   (Spark local[N]: gang start, kill and restart)");
+            + "       muster bench spark [--workers 4] [--runs 5]   (Spark local[N]: gang start, kill and restart)\n"
+            + "       muster bench yarn [--containers 4,8] [--runs 3]   (an in-process YARN: submit to running, "
+            + "kill to next attempt, master memory)");
         System.exit(2);
       }
     }

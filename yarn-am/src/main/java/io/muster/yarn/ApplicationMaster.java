@@ -18,6 +18,7 @@ import java.util.Deque;
 import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
@@ -64,6 +65,8 @@ public final class ApplicationMaster {
   private static final Duration POLL = Duration.ofMillis(200);
   /** How long finished or aborted containers get to end on their own before they are stopped. */
   private static final Duration END_GRACE = Duration.ofSeconds(15);
+  /** How many attempts preemption and lost nodes may take beyond maxAttempts before the job gives up. */
+  private static final int UNCOUNTED_ATTEMPTS = 10;
 
   private final YarnJob job;
   private final AMRMClient<ContainerRequest> rm;
@@ -72,6 +75,9 @@ public final class ApplicationMaster {
   private final HostPort address;
   private final ByteBuffer containerTokens;
   private final Map<String, Container> containers = new HashMap<>();
+  private volatile Attempt current;
+  private volatile String state = "running";
+  private volatile String diagnostics = "";
 
   private ApplicationMaster(YarnJob job, AMRMClient<ContainerRequest> rm, NMClient nm, GangEndpoint endpoint,
       HostPort address, ByteBuffer containerTokens) {
@@ -102,12 +108,16 @@ public final class ApplicationMaster {
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort(host, 0), Security.of(token))) {
       GangEndpoint endpoint = new GangEndpoint();
       server.addService(endpoint);
-      rm.registerApplicationMaster(host, server.port(), "");
       ApplicationMaster master = new ApplicationMaster(job, rm, nm, endpoint, server.address(),
           containerTokens(credentials));
-      Outcome outcome = master.run();
-      log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
-      rm.unregisterApplicationMaster(outcome.status(), outcome.diagnostics(), "");
+      try (StatusPage page = new StatusPage(host, master::status)) {
+        rm.registerApplicationMaster(host, server.port(), page.url());
+        Outcome outcome = master.run();
+        log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
+        master.state = outcome.status() == FinalApplicationStatus.SUCCEEDED ? "succeeded" : "failed";
+        master.diagnostics = outcome.diagnostics();
+        rm.unregisterApplicationMaster(outcome.status(), outcome.diagnostics(), page.url());
+      }
     } finally {
       nm.stop();
       rm.stop();
@@ -116,15 +126,33 @@ public final class ApplicationMaster {
 
   record Outcome(FinalApplicationStatus status, String diagnostics) {}
 
+  /** What the status page shows. */
+  Map<String, Object> status() {
+    Attempt attempt = current;
+    Map<String, Object> status = new LinkedHashMap<>();
+    status.put("application", job.name());
+    status.put("state", state);
+    status.put("attempt", attempt == null ? 0 : attempt.number + 1);
+    status.put("max_attempts", job.maxAttempts());
+    status.put("gang", job.gang().toString());
+    status.put("output_dir", job.outputDir().orElse(null));
+    status.put("diagnostics", diagnostics);
+    status.put("tasks", attempt == null ? List.of() : attempt.describeTasks());
+    return status;
+  }
+
   private enum AttemptResult { SUCCEEDED, FAILED, GANG_NOT_FORMED }
 
   Outcome run() throws IOException, YarnException, InterruptedException {
     List<String> failures = new ArrayList<>();
-    for (int n = 0; n < job.maxAttempts(); n++) {
+    int counted = 0; // attempts that count against maxAttempts: not those YARN took away (preemption, a lost node)
+    for (int n = 0; counted < job.maxAttempts() && n < job.maxAttempts() + UNCOUNTED_ATTEMPTS; n++) {
       Attempt attempt = new Attempt(n, job.gang(), job.gangTimeout());
+      current = attempt;
       endpoint.start(attempt);
       AttemptResult result = runAttempt(attempt);
-      String which = "attempt " + (n + 1) + " of " + job.maxAttempts();
+      String which = n == counted ? "attempt " + (n + 1) + " of " + job.maxAttempts()
+          : "attempt " + (n + 1) + " (" + (counted + 1) + " of " + job.maxAttempts() + " that count)";
       switch (result) {
         case SUCCEEDED:
           return new Outcome(FinalApplicationStatus.SUCCEEDED, "succeeded on " + which
@@ -133,9 +161,13 @@ public final class ApplicationMaster {
           failures.add(which + ": " + attempt.abortReason().orElse(""));
           return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
         default:
-          failures.add(which + " failed: " + attempt.failureReport());
+          boolean lost = attempt.lostToCluster();
+          counted += lost ? 0 : 1;
+          failures.add(which + " failed: " + attempt.failureReport()
+              + (lost ? " (YARN took the container away; this attempt does not count)" : ""));
+          diagnostics = String.join("\n", failures);
           log.warn("{} failed: {}{}", which, attempt.failureReport(),
-              n + 1 < job.maxAttempts() ? "; running the whole gang again" : "");
+              counted < job.maxAttempts() ? "; running the whole gang again" : "");
       }
     }
     return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
@@ -162,7 +194,9 @@ public final class ApplicationMaster {
       for (Container container : response.getAllocatedContainers()) {
         TaskType type = typeOf(container.getPriority().getPriority());
         var task = type == null || attempt.abortReason().isPresent() ? java.util.Optional.<TaskId>empty()
-            : attempt.assign(type, container.getId().toString(), container.getNodeId().getHost());
+            : attempt.assign(type, container.getId().toString(), container.getNodeId().getHost(),
+                "http://" + container.getNodeHttpAddress() + "/node/containerlogs/" + container.getId() + "/"
+                    + System.getenv("USER"));
         if (task.isPresent()) {
           rm.removeContainerRequest(outstanding.get(type).poll());
           containers.put(container.getId().toString(), container);

@@ -4,6 +4,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
+import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
 import java.time.Duration;
 import java.time.Instant;
@@ -14,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.stream.Collectors;
+import org.apache.hadoop.yarn.api.records.ContainerExitStatus;
 
 /**
  * One attempt of the whole gang, as the ApplicationMaster sees it: which container runs which task
@@ -28,6 +30,7 @@ final class Attempt {
     final TaskId task;
     final String containerId;
     final String host;
+    final String logs;
     HostPort address;
     Integer exitCode;
     List<String> stderrTail = List.of();
@@ -36,10 +39,11 @@ final class Attempt {
     Instant registered;
     Instant exited;
 
-    Member(TaskId task, String containerId, String host) {
+    Member(TaskId task, String containerId, String host, String logs) {
       this.task = task;
       this.containerId = containerId;
       this.host = host;
+      this.logs = logs;
     }
 
     String state() {
@@ -56,6 +60,7 @@ final class Attempt {
   private final Map<TaskType, Integer> assigned = new EnumMap<>(TaskType.class);
   private final EndOfJob endOfJob;
   private String abortReason;
+  private boolean lostToCluster;
 
   Attempt(int number, GangSpec gang, Duration gangTimeout) {
     this.number = number;
@@ -64,15 +69,19 @@ final class Attempt {
     this.endOfJob = new EndOfJob(gang);
   }
 
-  /** Gives a newly allocated container the next index of its type; empty when the type is complete. */
-  synchronized Optional<TaskId> assign(TaskType type, String containerId, String host) {
+  /**
+   * Gives a newly allocated container the next index of its type; empty when the type is complete.
+   *
+   * @param logs where the container's logs are shown (its NodeManager's page)
+   */
+  synchronized Optional<TaskId> assign(TaskType type, String containerId, String host, String logs) {
     int next = assigned.getOrDefault(type, 0);
     if (next >= gang.count(type)) {
       return Optional.empty();
     }
     assigned.put(type, next + 1);
     TaskId task = TaskId.of(type, next);
-    members.put(task, new Member(task, containerId, host));
+    members.put(task, new Member(task, containerId, host, logs));
     byContainer.put(containerId, task);
     return Optional.of(task);
   }
@@ -127,11 +136,20 @@ final class Attempt {
     }
     Member m = members.get(task);
     m.containerDone = true;
+    if (m.exitCode == null && endOfJob.verdict() instanceof EndOfJob.Running
+        && (exitStatus == ContainerExitStatus.PREEMPTED || exitStatus == ContainerExitStatus.ABORTED)) {
+      lostToCluster = true; // YARN took it away (preempted, or its node was lost): not the job's failure
+    }
     if (m.exitCode == null) {
       exited(task, exitStatus == 0 ? 1 : exitStatus, diagnostics.isBlank() ? List.of()
           : List.of("the container ended (YARN exit status " + exitStatus + "): " + diagnostics.strip()));
     }
     return Optional.of(task);
+  }
+
+  /** Whether the attempt failed because YARN preempted a container or lost its node. */
+  synchronized boolean lostToCluster() {
+    return lostToCluster;
   }
 
   synchronized EndOfJob.Verdict verdict() {
@@ -202,8 +220,30 @@ final class Attempt {
         + failed.exitCode() + tail;
   }
 
-  synchronized List<Member> members() {
-    return List.copyOf(members.values());
+  /** Every task for the status page, in member order; the TF_CONFIG each got once the gang formed. */
+  synchronized List<Map<String, Object>> describeTasks() {
+    Optional<Gang> formed = formed()
+        ? Optional.of(gang.formed(gang.tasks().stream().map(t -> members.get(t).address).toList()))
+        : Optional.empty();
+    List<Map<String, Object>> tasks = new ArrayList<>();
+    for (TaskId task : gang.tasks()) {
+      Member m = members.get(task);
+      Map<String, Object> row = new LinkedHashMap<>();
+      row.put("task", task.toString());
+      row.put("type", task.job());
+      row.put("index", task.index());
+      row.put("host", m == null ? null : m.host);
+      row.put("container", m == null ? null : m.containerId);
+      row.put("logs", m == null ? null : m.logs);
+      row.put("state", m == null ? "waiting for a container" : m.state());
+      row.put("exit_code", m == null ? null : m.exitCode);
+      row.put("allocated", m == null ? null : m.allocated.toString());
+      row.put("registered", m == null || m.registered == null ? null : m.registered.toString());
+      row.put("exited", m == null || m.exited == null ? null : m.exited.toString());
+      row.put("tf_config", formed.map(g -> g.tfConfig(gang.member(task)).toJson()).orElse(null));
+      tasks.add(row);
+    }
+    return tasks;
   }
 
   private int assignedTotal() {

@@ -43,7 +43,7 @@ class GangEndpointTest {
   void aCallWithoutTheJobsTokenIsRefusedAndNothingRegisters() {
     GangEndpoint endpoint = new GangEndpoint();
     Attempt attempt = new Attempt(0, GangSpec.workers(1), Duration.ofMinutes(1));
-    attempt.assign(TaskType.WORKER, "container_1", "127.0.0.1");
+    attempt.assign(TaskType.WORKER, "container_1", "127.0.0.1", "http://127.0.0.1/logs");
     endpoint.start(attempt);
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(TOKEN));
@@ -61,9 +61,9 @@ class GangEndpointTest {
   void theGangFormsForItsOwnContainersAndRefusesAnotherAttemptsExecutor() {
     GangEndpoint endpoint = new GangEndpoint();
     Attempt attempt = new Attempt(1, GangSpec.of(1, 1, 1, 0), Duration.ofMinutes(1));
-    attempt.assign(TaskType.PS, "c-ps", "h");
-    attempt.assign(TaskType.CHIEF, "c-chief", "h");
-    attempt.assign(TaskType.WORKER, "c-worker", "h");
+    attempt.assign(TaskType.PS, "c-ps", "h", "http://h/ps");
+    attempt.assign(TaskType.CHIEF, "c-chief", "h", "http://h/chief");
+    attempt.assign(TaskType.WORKER, "c-worker", "h", "http://h/worker");
     endpoint.start(attempt);
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(TOKEN));

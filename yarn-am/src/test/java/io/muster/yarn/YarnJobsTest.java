@@ -4,11 +4,16 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
 import io.muster.cluster.TfConfig;
 import io.muster.launch.GangSpec;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -95,6 +100,49 @@ class YarnJobsTest {
     }
     assertEquals("hello 3 true file:///tmp/muster-test-out", Files.readString(dir.resolve("env-chief-0")).trim());
     assertEquals("hello 3 false file:///tmp/muster-test-out", Files.readString(dir.resolve("env-ps-0")).trim());
+  }
+
+  @Test
+  @SuppressWarnings("unchecked")
+  void theStatusPageListsEveryTaskWithItsStateAndTfConfigWhileTheJobRuns() throws Exception {
+    Path release = dir.resolve("release");
+    String command = "n=0; while [ ! -f " + release + " ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done";
+    ApplicationId id = client.submit(job(GangSpec.of(1, 1, 0, 0), command, 128, 1, Duration.ofMinutes(2)));
+    HttpClient http = HttpClient.newHttpClient();
+    Map<String, Object>[] status = new Map[1];
+    String[] page = new String[1];
+    Eventually.within(Duration.ofSeconds(90), "the status page shows both tasks running", () -> {
+      try {
+        String url = client.report(id).getOriginalTrackingUrl();
+        if (url == null || !url.startsWith("http")) {
+          return false;
+        }
+        status[0] = (Map<String, Object>) Json.parse(http.send(HttpRequest.newBuilder(URI.create(url + "status.json"))
+            .build(), HttpResponse.BodyHandlers.ofString()).body());
+        page[0] = http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString())
+            .body();
+      } catch (Exception e) { // not up yet
+        return false;
+      }
+      return ((List<Map<String, Object>>) status[0].get("tasks")).stream().allMatch(t -> "running".equals(t.get("state")));
+    });
+    Files.createFile(release);
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
+
+    assertEquals("running", status[0].get("state"));
+    List<Map<String, Object>> tasks = (List<Map<String, Object>>) status[0].get("tasks");
+    assertEquals(List.of("chief 0", "worker 0"), tasks.stream().map(t -> t.get("task")).toList());
+    for (Map<String, Object> task : tasks) {
+      assertTrue(task.get("container").toString().startsWith("container_"), task.toString());
+      assertTrue(task.get("logs").toString().contains("/node/containerlogs/" + task.get("container") + "/"),
+          task.toString());
+      TfConfig config = TfConfig.parse((String) task.get("tf_config"));
+      assertEquals(task.get("task"), config.requireTask().toString());
+      assertEquals(Set.of("chief", "worker"), config.cluster().jobs());
+    }
+    assertTrue(page[0].contains("<meta http-equiv=\"refresh\"") && page[0].contains("<td>chief 0</td>")
+        && page[0].contains("<td>worker 0</td>"), page[0]);
+    assertFalse(page[0].contains("MUSTER_JOB_TOKEN") || status[0].toString().contains("token"), "no token shown");
   }
 
   @Test

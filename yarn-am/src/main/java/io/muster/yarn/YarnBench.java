@@ -1,0 +1,178 @@
+package io.muster.yarn;
+
+import io.muster.cluster.Json;
+import io.muster.cluster.TaskType;
+import io.muster.launch.GangSpec;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationReport;
+import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+
+/**
+ * {@code ./muster bench yarn [--containers 4,8] [--runs 3]}: on {@link LocalYarn} (two NodeManagers
+ * in this JVM), the time from submission to every task's command running, for gangs of N
+ * containers; the time from SIGKILL of one command to every command of the next attempt running;
+ * and the ApplicationMaster's peak resident memory. One JSON line per measurement, medians over
+ * the runs after a warm-up. The clock is this machine's: the commands write {@code date +%s%3N}.
+ */
+public final class YarnBench {
+  private YarnBench() {}
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3"));
+    for (int i = 0; i + 1 < args.length; i += 2) {
+      if (!options.containsKey(args[i])) {
+        System.err.println("usage: muster bench yarn [--containers 4,8] [--runs 3]");
+        System.exit(2);
+      }
+      options.put(args[i], args[i + 1]);
+    }
+    int runs = Integer.parseInt(options.get("--runs"));
+    Path dir = Files.createTempDirectory("muster-bench-yarn-");
+    try (LocalYarn local = LocalYarn.start(dir.resolve("cluster"));
+        MusterClient client = new MusterClient(local.configuration())) {
+      for (String n : options.get("--containers").split(",")) {
+        int containers = Integer.parseInt(n.strip());
+        List<Double> starts = new ArrayList<>();
+        long peakRss = 0;
+        for (int run = -1; run < runs; run++) { // run -1 warms up
+          Path out = Files.createDirectories(dir.resolve("start-" + containers + "-" + run));
+          AtomicLong rss = new AtomicLong();
+          long submitted = System.currentTimeMillis();
+          ApplicationReport report = runWatchingMaster(client, job(containers, 1,
+              "date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 2"), rss);
+          check(report);
+          if (run >= 0) {
+            starts.add((double) (latest(out, containers) - submitted));
+            peakRss = Math.max(peakRss, rss.get());
+          }
+        }
+        print(Map.of("bench", "yarn", "what", "submit_to_every_command_running", "containers", containers,
+            "median_ms", Math.round(median(starts)), "runs_ms", starts.stream().map(Math::round).toList()));
+        print(Map.of("bench", "yarn", "what", "master_peak_rss", "containers", containers,
+            "mib", Math.round(peakRss / (1024.0 * 1024))));
+      }
+      List<Double> restarts = new ArrayList<>();
+      for (int run = -1; run < runs; run++) {
+        Path out = Files.createDirectories(dir.resolve("restart-" + run));
+        String command = "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > " + out + "/pid-$MUSTER_TASK_INDEX; "
+            + "exec sleep 600; fi; date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 1";
+        ApplicationId id = client.submit(job(4, 2, command));
+        long killed = killOneWhenAllRun(out, 4);
+        ApplicationReport report = client.follow(id, Duration.ofMinutes(5), line -> { });
+        check(report);
+        if (run >= 0) {
+          restarts.add((double) (latest(out, 4) - killed));
+        }
+      }
+      print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "containers", 4,
+          "median_ms", Math.round(median(restarts)), "runs_ms", restarts.stream().map(Math::round).toList()));
+    } finally {
+      try (Stream<Path> paths = Files.walk(dir)) {
+        paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      }
+    }
+  }
+
+  private static YarnJob job(int workers, int attempts, String command) {
+    Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
+    resources.put(TaskType.WORKER, new YarnJob.Resources(256, 1, 0));
+    return new YarnJob("muster-bench", "default", GangSpec.workers(workers), resources,
+        Map.of(TaskType.WORKER, command), Map.of(), attempts, Duration.ofMinutes(2), Optional.empty(),
+        Arrays.asList(System.getProperty("java.class.path").split(":")));
+  }
+
+  private static ApplicationReport runWatchingMaster(MusterClient client, YarnJob job, AtomicLong peakRss)
+      throws Exception {
+    ApplicationId id = client.submit(job);
+    Thread watch = new Thread(() -> {
+      while (!Thread.currentThread().isInterrupted()) {
+        masterRssBytes().ifPresent(r -> peakRss.accumulateAndGet(r, Math::max));
+        try {
+          Thread.sleep(100);
+        } catch (InterruptedException e) {
+          return;
+        }
+      }
+    }, "muster-bench-master-rss");
+    watch.setDaemon(true);
+    watch.start();
+    try {
+      return client.follow(id, Duration.ofMinutes(5), line -> { });
+    } finally {
+      watch.interrupt();
+    }
+  }
+
+  /** The running ApplicationMaster's resident memory (VmRSS), if there is one. */
+  private static Optional<Long> masterRssBytes() {
+    return ProcessHandle.allProcesses()
+        .filter(p -> p.info().command().map(c -> c.endsWith("/java")).orElse(false)
+            && p.info().arguments().map(a -> List.of(a).contains(ApplicationMaster.class.getName())).orElse(false))
+        .findFirst().flatMap(p -> {
+          try {
+            return Files.readAllLines(Path.of("/proc", Long.toString(p.pid()), "status")).stream()
+                .filter(l -> l.startsWith("VmRSS:")).findFirst()
+                .map(l -> Long.parseLong(l.replaceAll("\\D", "")) * 1024);
+          } catch (IOException e) {
+            return Optional.empty();
+          }
+        });
+  }
+
+  /** Waits for the first attempt's commands to write their pids, kills worker 1's with SIGKILL; returns when. */
+  private static long killOneWhenAllRun(Path out, int n) throws Exception {
+    long deadline = System.currentTimeMillis() + 120_000;
+    while (System.currentTimeMillis() < deadline) {
+      try (Stream<Path> files = Files.list(out)) {
+        if (files.filter(p -> p.getFileName().toString().startsWith("pid-")).count() == n) {
+          break;
+        }
+      }
+      Thread.sleep(50);
+    }
+    Thread.sleep(200); // the pid files are written; let the heartbeats settle
+    long pid = Long.parseLong(Files.readString(out.resolve("pid-1")).trim());
+    long killed = System.currentTimeMillis();
+    ProcessHandle.of(pid).orElseThrow(() -> new IllegalStateException("worker 1's command is gone already"))
+        .destroyForcibly();
+    return killed;
+  }
+
+  private static long latest(Path out, int n) throws IOException {
+    long latest = 0;
+    for (int i = 0; i < n; i++) {
+      latest = Math.max(latest, Long.parseLong(Files.readString(out.resolve(Integer.toString(i))).trim()));
+    }
+    return latest;
+  }
+
+  private static void check(ApplicationReport report) {
+    if (report.getFinalApplicationStatus() != FinalApplicationStatus.SUCCEEDED) {
+      throw new IllegalStateException("a bench job did not succeed: " + report.getFinalApplicationStatus() + " "
+          + report.getDiagnostics());
+    }
+  }
+
+  private static double median(List<Double> values) {
+    List<Double> sorted = new ArrayList<>(values);
+    sorted.sort(null);
+    return sorted.get(sorted.size() / 2);
+  }
+
+  private static void print(Map<String, Object> line) {
+    System.out.println(Json.write(new java.util.TreeMap<>(line)));
+  }
+}

@@ -1,0 +1,48 @@
+package io.muster.yarn;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TaskType;
+import io.muster.launch.EndOfJob;
+import io.muster.launch.GangSpec;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import org.apache.hadoop.yarn.api.records.ContainerExitStatus;
+import org.junit.jupiter.api.Test;
+
+/** The master's account of one attempt: numbering, exits, and what YARN took away. */
+class AttemptTest {
+
+  private static Attempt twoWorkers() {
+    Attempt attempt = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1));
+    assertEquals(Optional.of(new TaskId("worker", 0)), attempt.assign(TaskType.WORKER, "c1", "h1", "l1"));
+    assertEquals(Optional.of(new TaskId("worker", 1)), attempt.assign(TaskType.WORKER, "c2", "h2", "l2"));
+    assertEquals(Optional.empty(), attempt.assign(TaskType.WORKER, "c3", "h3", "l3"), "a surplus container");
+    return attempt;
+  }
+
+  @Test
+  void aPreemptedContainerFailsTheAttemptWithoutCountingAgainstIt() {
+    Attempt attempt = twoWorkers();
+    attempt.containerCompleted("c2", ContainerExitStatus.PREEMPTED, "preempted by the scheduler");
+    assertEquals(new EndOfJob.Failed(new TaskId("worker", 1), ContainerExitStatus.PREEMPTED), attempt.verdict());
+    assertTrue(attempt.lostToCluster());
+    assertEquals("worker 1 on h2 (container c2) exited with code -102; the last 1 lines of its stderr:\n"
+        + "  the container ended (YARN exit status -102): preempted by the scheduler", attempt.failureReport());
+  }
+
+  @Test
+  void aCommandThatFailsCountsAndTheContainersEndAfterwardsDoNotChangeIt() {
+    Attempt attempt = twoWorkers();
+    attempt.exited(new TaskId("worker", 0), 2, List.of("Traceback", "ValueError: bad input"));
+    attempt.containerCompleted("c1", 1, "");
+    attempt.containerCompleted("c2", ContainerExitStatus.ABORTED, "released by the master");
+    assertFalse(attempt.lostToCluster(), "the failure was the command's; the release came after it");
+    assertEquals(new EndOfJob.Failed(new TaskId("worker", 0), 2), attempt.verdict());
+    assertTrue(attempt.allContainersDone());
+  }
+}
