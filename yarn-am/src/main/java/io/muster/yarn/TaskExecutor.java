@@ -34,6 +34,8 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.IntStream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.yarn.api.ApplicationConstants;
 import org.slf4j.Logger;
@@ -66,7 +68,7 @@ public final class TaskExecutor {
     TaskId task = new TaskId(args[1], Integer.parseInt(args[2]));
     int attempt = Integer.parseInt(args[3]);
     YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(ApplicationMaster.JOB_ENV));
-    byte[] secret = UserGroupInformation.getCurrentUser().getCredentials().getSecretKey(ApplicationMaster.TOKEN_KEY);
+    byte[] secret = containerCredentials().getSecretKey(ApplicationMaster.TOKEN_KEY);
     if (secret == null) {
       log.error("{}: the job token is not in the container's credentials", task);
       System.exit(1);
@@ -78,6 +80,16 @@ public final class TaskExecutor {
       GangServiceGrpc.GangServiceBlockingStub stub = GangServiceGrpc.newBlockingStub(channels.get(master));
       System.exit(run(stub, ref, task, attempt, job, token));
     }
+  }
+
+  /**
+   * The container's credentials, read from the file YARN names: lighter than a Hadoop login, which
+   * the executor does not need (it talks to its master only).
+   */
+  private static Credentials containerCredentials() throws IOException {
+    String file = System.getenv(UserGroupInformation.HADOOP_TOKEN_FILE_LOCATION);
+    return file == null ? new Credentials()
+        : Credentials.readTokenStorageFile(new java.io.File(file), new Configuration(false));
   }
 
   private static int run(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task, int attempt,

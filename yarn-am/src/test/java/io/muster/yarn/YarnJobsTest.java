@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.checkpoint.CheckpointManager;
 import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
 import io.muster.cluster.TfConfig;
@@ -19,11 +20,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
@@ -143,6 +146,32 @@ class YarnJobsTest {
     assertTrue(page[0].contains("<meta http-equiv=\"refresh\"") && page[0].contains("<td>chief 0</td>")
         && page[0].contains("<td>worker 0</td>"), page[0]);
     assertFalse(page[0].contains("MUSTER_JOB_TOKEN") || status[0].toString().contains("token"), "no token shown");
+  }
+
+  @Test
+  void musterJavaWorkersTrainWithAChiefAndCheckpointOnHdfs() throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    String command = java + " -Xmx128m -cp " + System.getProperty("java.class.path") + " "
+        + YarnJavaWorker.class.getName();
+    String out = local.configuration().get("fs.defaultFS") + "/jobs/java-mwms";
+    YarnJob job = job(GangSpec.of(1, 2, 0, 0), command, 384, 1, Duration.ofMinutes(2));
+    job = new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
+        job.maxAttempts(), job.gangTimeout(), Optional.of(out), job.classpath());
+    ApplicationId id = client.submit(job);
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
+
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    List<String> digests = new ArrayList<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      Files.readAllLines(log).stream().filter(l -> l.startsWith("weights-sha256 ")).forEach(digests::add);
+    }
+    assertEquals(3, digests.size(), "chief and both workers printed their weights");
+    assertEquals(1, digests.stream().distinct().count(), "identical weights on every task: " + digests);
+    FileSystem fs = FileSystem.get(URI.create(out), local.configuration());
+    assertEquals(Optional.of(new org.apache.hadoop.fs.Path(out, "ckpt-3")).map(p -> fs.makeQualified(p)),
+        CheckpointManager.latestCheckpoint(fs, new org.apache.hadoop.fs.Path(out)).map(p -> fs.makeQualified(p)));
+    assertEquals(List.of(), Arrays.stream(fs.listStatus(new org.apache.hadoop.fs.Path(out)))
+        .map(s -> s.getPath().getName()).filter(n -> n.startsWith("workertemp")).toList(), "no workertemp_* left");
   }
 
   @Test
