@@ -148,30 +148,43 @@ class YarnJobsTest {
     assertFalse(page[0].contains("MUSTER_JOB_TOKEN") || status[0].toString().contains("token"), "no token shown");
   }
 
-  @Test
-  void musterJavaWorkersTrainWithAChiefAndCheckpointOnHdfs() throws Exception {
+  /** Muster's Java workers on YARN; returns the weights' digests the tasks printed. */
+  private static List<String> runJavaWorkers(String out, String... args) throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String command = java + " -Xmx128m -cp " + System.getProperty("java.class.path") + " "
-        + YarnJavaWorker.class.getName();
-    String out = local.configuration().get("fs.defaultFS") + "/jobs/java-mwms";
-    YarnJob job = job(GangSpec.of(1, 2, 0, 0), command, 384, 1, Duration.ofMinutes(2));
+        + YarnJavaWorker.class.getName() + " " + String.join(" ", args);
+    YarnJob job = job(GangSpec.of(1, 2, 0, 0), command, 384, 2, Duration.ofMinutes(2));
     job = new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
         job.maxAttempts(), job.gangTimeout(), Optional.of(out), job.classpath());
     ApplicationId id = client.submit(job);
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
-
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
-    List<String> digests = new ArrayList<>();
+    List<String> printed = new ArrayList<>();
     for (Path log : local.containerLogs(id.toString())) {
-      Files.readAllLines(log).stream().filter(l -> l.startsWith("weights-sha256 ")).forEach(digests::add);
+      printed.addAll(Files.readAllLines(log));
     }
-    assertEquals(3, digests.size(), "chief and both workers printed their weights");
-    assertEquals(1, digests.stream().distinct().count(), "identical weights on every task: " + digests);
+    assertTrue(printed.contains("attempt " + (args.length == 0 ? 0 : 1) + " starts at epoch " + (args.length == 0
+        ? "0" : args[0])), "the attempt that finished started where the backup left it: " + printed);
+    return printed.stream().filter(l -> l.startsWith("weights-sha256 ")).toList();
+  }
+
+  @Test
+  void musterJavaWorkersResumeFromTheirBackupAfterACrashAndEndAsAnUninterruptedRun() throws Exception {
+    String hdfs = local.configuration().get("fs.defaultFS");
+    List<String> uninterrupted = runJavaWorkers(hdfs + "/jobs/java-mwms");
+    assertEquals(3, uninterrupted.size(), "chief and both workers printed their weights");
+    assertEquals(1, uninterrupted.stream().distinct().count(), "identical weights on every task: " + uninterrupted);
+    List<String> resumed = runJavaWorkers(hdfs + "/jobs/java-mwms-crashed", "2");
+    assertEquals(uninterrupted, resumed, "the re-run gang resumed at epoch 2 and ends with the same weights");
+
+    String out = hdfs + "/jobs/java-mwms";
     FileSystem fs = FileSystem.get(URI.create(out), local.configuration());
-    assertEquals(Optional.of(new org.apache.hadoop.fs.Path(out, "ckpt-3")).map(p -> fs.makeQualified(p)),
-        CheckpointManager.latestCheckpoint(fs, new org.apache.hadoop.fs.Path(out)).map(p -> fs.makeQualified(p)));
+    assertEquals(Optional.of(fs.makeQualified(new org.apache.hadoop.fs.Path(out, "ckpt-4"))),
+        CheckpointManager.latestCheckpoint(fs, new org.apache.hadoop.fs.Path(out)).map(fs::makeQualified));
     assertEquals(List.of(), Arrays.stream(fs.listStatus(new org.apache.hadoop.fs.Path(out)))
         .map(s -> s.getPath().getName()).filter(n -> n.startsWith("workertemp")).toList(), "no workertemp_* left");
+    assertEquals(0, fs.listStatus(new org.apache.hadoop.fs.Path(out, "backup")).length,
+        "the backup is deleted when training ends well");
   }
 
   @Test
