@@ -50,6 +50,8 @@ final class SubmitCommand {
       "  --<type>-gpus 0              container GPUs (yarn.io/gpu)",
       "  --<type>-command CMD         that type's command",
       "  --env K=V                    a variable for every command (repeatable)",
+      "  --files a.py,conf.json       files every container gets in its working directory (path#name renames)",
+      "  --archives venv.tar.gz#venv  archives YARN unpacks there (tar.gz, zip, jar)",
       "  --max-attempts 1             how many times the whole gang runs before the job fails",
       "  --gang-timeout 10m           allocation and registration of the whole gang, per attempt",
       "  --output-dir URI             MUSTER_OUTPUT_DIR",
@@ -183,7 +185,7 @@ final class SubmitCommand {
   /** The job the options describe; a usage error names the option and what it accepts. */
   static YarnJob parse(List<String> args, List<String> classpath) {
     Set<String> valued = new LinkedHashSet<>(List.of("--name", "--queue", "--command", "--env", "--max-attempts",
-        "--gang-timeout", "--output-dir", "--untracked"));
+        "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives"));
     for (String type : TYPES) {
       for (String what : List.of("instances", "memory", "vcores", "gpus", "command")) {
         valued.add("--" + type + "-" + what);
@@ -228,9 +230,17 @@ final class SubmitCommand {
       env.put(pair.substring(0, eq), pair.substring(eq + 1));
     }
     try {
+      List<YarnJob.Shipped> shipped = new java.util.ArrayList<>();
+      for (String option : List.of("--files", "--archives")) {
+        for (String spec : o.get(option, "").split(",")) {
+          if (!spec.isBlank()) {
+            shipped.add(YarnJob.Shipped.parse(spec.strip(), option.equals("--archives")));
+          }
+        }
+      }
       return new YarnJob(o.get("--name", "muster"), o.get("--queue", "default"), gang, resources, commands, env,
           integer(o, "--max-attempts", 1, 1), Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
-          Optional.ofNullable(o.get("--output-dir", null)), classpath);
+          Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped);
     } catch (IllegalArgumentException e) {
       throw new UsageException(e.getMessage());
     }

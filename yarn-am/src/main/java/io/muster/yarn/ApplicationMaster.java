@@ -22,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.security.Credentials;
@@ -30,11 +31,16 @@ import org.apache.hadoop.security.token.Token;
 import org.apache.hadoop.yarn.api.ApplicationConstants;
 import org.apache.hadoop.yarn.api.protocolrecords.AllocateResponse;
 import org.apache.hadoop.yarn.api.records.Container;
+import org.apache.hadoop.yarn.api.records.ContainerId;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 import org.apache.hadoop.yarn.api.records.ContainerStatus;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.api.records.LocalResource;
+import org.apache.hadoop.yarn.api.records.LocalResourceType;
+import org.apache.hadoop.yarn.api.records.LocalResourceVisibility;
 import org.apache.hadoop.yarn.api.records.Priority;
 import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.api.records.URL;
 import org.apache.hadoop.yarn.client.api.AMRMClient;
 import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
 import org.apache.hadoop.yarn.client.api.NMClient;
@@ -116,6 +122,9 @@ public final class ApplicationMaster {
         log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
         master.state = outcome.status() == FinalApplicationStatus.SUCCEEDED ? "succeeded" : "failed";
         master.diagnostics = outcome.diagnostics();
+        master.deleteStagedFiles(conf, ContainerId.fromString(
+            System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).getApplicationAttemptId()
+            .getApplicationId().toString());
         rm.unregisterApplicationMaster(outcome.status(), outcome.diagnostics(), page.url());
       }
     } finally {
@@ -262,11 +271,35 @@ public final class ApplicationMaster {
         + " " + address + " " + task.job() + " " + task.index() + " " + attempt.number
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
-    ContainerLaunchContext context = ContainerLaunchContext.newInstance(Map.of(),
+    ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job),
         Map.of(JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
     log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
         container.getNodeId().getHost());
     nm.startContainer(container, context);
+  }
+
+  /** The shipped files, as YARN localizes them into each container's working directory. */
+  static Map<String, LocalResource> localResources(YarnJob job) {
+    Map<String, LocalResource> resources = new HashMap<>();
+    for (YarnJob.Shipped file : job.shipped()) {
+      resources.put(file.name(), LocalResource.newInstance(URL.fromURI(java.net.URI.create(file.uri())),
+          file.archive() ? LocalResourceType.ARCHIVE : LocalResourceType.FILE, LocalResourceVisibility.APPLICATION,
+          file.size(), file.modified()));
+    }
+    return resources;
+  }
+
+  /** Deletes the job's staged files, if it had any. */
+  private void deleteStagedFiles(Configuration conf, String applicationId) {
+    if (job.shipped().isEmpty()) {
+      return;
+    }
+    try {
+      FileSystem fs = FileSystem.get(conf);
+      fs.delete(MusterClient.stagingDir(fs, applicationId), true);
+    } catch (IOException e) {
+      log.warn("cannot delete the job's staged files: {}", e.toString());
+    }
   }
 
   /** The node's Hadoop configuration directory, then Muster's runtime. */

@@ -1,11 +1,13 @@
 package io.muster.yarn;
 
 import java.io.IOException;
+import java.net.URI;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HexFormat;
 import java.util.List;
@@ -13,6 +15,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
@@ -42,19 +47,26 @@ public final class MusterClient implements AutoCloseable {
       YarnApplicationState.FAILED, YarnApplicationState.KILLED);
 
   private final YarnClient yarn;
+  private final Configuration conf;
   private final String site;
 
   public MusterClient(Configuration conf) {
+    this.conf = conf;
     site = SiteConfiguration.encode(conf);
     yarn = YarnClient.createYarnClient();
     yarn.init(conf);
     yarn.start();
   }
 
-  /** Submits the job; returns once YARN has accepted it. */
+  /**
+   * Submits the job; returns once YARN has accepted it. Shipped files are first copied to
+   * {@code <home>/.muster/<application id>/} on the cluster's file system, which the master deletes
+   * when the job ends.
+   */
   public ApplicationId submit(YarnJob job) throws IOException, YarnException {
     YarnClientApplication app = yarn.createApplication();
     ApplicationSubmissionContext context = app.getApplicationSubmissionContext();
+    job = stage(job, context.getApplicationId());
     context.setApplicationName(job.name());
     context.setQueue(job.queue());
     context.setApplicationType("MUSTER");
@@ -93,6 +105,30 @@ public final class MusterClient implements AutoCloseable {
       }
       Thread.sleep(POLL.toMillis());
     }
+  }
+
+  private YarnJob stage(YarnJob job, ApplicationId id) throws IOException {
+    if (job.shipped().isEmpty()) {
+      return job;
+    }
+    FileSystem fs = FileSystem.get(conf);
+    Path dir = stagingDir(fs, id.toString());
+    List<YarnJob.Shipped> staged = new ArrayList<>();
+    for (YarnJob.Shipped file : job.shipped()) {
+      // under its own file name (YARN unpacks an archive by its extension), in a directory per link name
+      Path source = new Path(URI.create(file.uri()));
+      Path target = new Path(new Path(dir, file.name()), source.getName());
+      fs.copyFromLocalFile(false, true, source, target);
+      FileStatus status = fs.getFileStatus(target);
+      staged.add(new YarnJob.Shipped(file.name(), fs.makeQualified(target).toUri().toString(), file.archive(),
+          status.getLen(), status.getModificationTime()));
+    }
+    return job.withShipped(staged);
+  }
+
+  /** Where a job's shipped files are staged. */
+  static Path stagingDir(FileSystem fs, String applicationId) {
+    return new Path(new Path(fs.getHomeDirectory(), ".muster"), applicationId);
   }
 
   public ApplicationReport report(ApplicationId id) throws IOException, YarnException {

@@ -114,7 +114,8 @@ public final class TaskExecutor {
       return 1;
     } // the port is free again: the command binds it next
     Gang gang = job.gang().formed(addresses);
-    Path workDir = Files.createTempDirectory(Path.of("").toAbsolutePath(), "muster-work-");
+    Path containerDir = Path.of("").toAbsolutePath(); // where YARN put the shipped files
+    Path workDir = Files.createTempDirectory(containerDir, "muster-work-");
     Map<String, String> env = new LinkedHashMap<>(job.environment());
     env.putAll(TaskEnvironment.of(gang, member, attempt, gpus(job.resources().get(type).gpus()), workDir,
         job.outputDir(), token));
@@ -123,7 +124,7 @@ public final class TaskExecutor {
     AtomicReference<HeartbeatResponse.Action> endedBy = new AtomicReference<>();
     log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type), attempt);
     try (TaskProcess process = TaskProcess.start(task.toString(), List.of("/bin/sh", "-c",
-        job.commands().get(type)), env, workDir,
+        job.commands().get(type)), env, containerDir,
         (stream, line) -> (stream == TaskProcess.Stream.STDOUT ? out : err).println(line), 30, GRACE)) {
       Thread heartbeats = new Thread(() -> heartbeat(stub, ref, task, process, endedBy), "muster-heartbeat-"
           + task.job() + "-" + task.index());

@@ -31,10 +31,37 @@ import java.util.Set;
  * @param gangTimeout how long an attempt may take to allocate and register every task
  * @param outputDir {@code MUSTER_OUTPUT_DIR}, when given
  * @param classpath the jars and directories of Muster's runtime, as every NodeManager sees them
+ * @param shipped files and archives every container gets in its working directory
  */
 public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
     Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Duration gangTimeout,
-    Optional<String> outputDir, List<String> classpath) {
+    Optional<String> outputDir, List<String> classpath, List<Shipped> shipped) {
+
+  /**
+   * A file (or an archive, which YARN unpacks) in every container's working directory under
+   * {@code name}. Before submission {@code uri} is the client's file; the client stages it on the
+   * cluster's file system and fills in what YARN checks the copy against (size, modification time).
+   */
+  public record Shipped(String name, String uri, boolean archive, long size, long modified) {
+    public Shipped {
+      if (name == null || name.isBlank() || name.contains("/")) {
+        throw new IllegalArgumentException("a shipped file's name must be a plain file name, was '" + name + "'");
+      }
+    }
+
+    /** {@code path} or {@code path#name}, as {@code --files} and {@code --archives} take them. */
+    public static Shipped parse(String spec, boolean archive) {
+      int hash = spec.lastIndexOf('#');
+      String path = hash < 0 ? spec : spec.substring(0, hash);
+      java.nio.file.Path local = java.nio.file.Path.of(path).toAbsolutePath();
+      if (!java.nio.file.Files.isRegularFile(local)) {
+        throw new IllegalArgumentException((archive ? "--archives" : "--files") + ": " + local
+            + " is not a readable file");
+      }
+      String name = hash < 0 ? local.getFileName().toString() : spec.substring(hash + 1);
+      return new Shipped(name, local.toUri().toString(), archive, 0, 0);
+    }
+  }
 
   /** One container's resources. */
   public record Resources(int memoryMb, int vcores, int gpus) {
@@ -81,6 +108,21 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
       throw new IllegalArgumentException("the gang timeout must be positive, was " + gangTimeout);
     }
     classpath = List.copyOf(classpath);
+    shipped = List.copyOf(shipped);
+    if (shipped.stream().map(Shipped::name).distinct().count() != shipped.size()) {
+      throw new IllegalArgumentException("two shipped files have the same name: "
+          + shipped.stream().map(Shipped::name).toList() + "; rename one with path#name");
+    }
+  }
+
+  public YarnJob withOutputDir(String dir) {
+    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout,
+        Optional.of(dir), classpath, shipped);
+  }
+
+  public YarnJob withShipped(List<Shipped> files) {
+    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout, outputDir,
+        classpath, files);
   }
 
   /** The task types the gang has, in member order. */
@@ -111,6 +153,8 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     out.put("gang_timeout_ms", gangTimeout.toMillis());
     out.put("output_dir", outputDir.orElse(null));
     out.put("classpath", classpath);
+    out.put("shipped", shipped.stream().map(f -> Map.of("name", f.name(), "uri", f.uri(), "archive", f.archive(),
+        "size", f.size(), "modified", f.modified())).toList());
     return Json.write(out);
   }
 
@@ -150,7 +194,10 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     return new YarnJob((String) in.get("name"), (String) in.get("queue"), gang, resources, commands,
         (Map<String, String>) in.get("environment"), number(in.get("max_attempts")),
         Duration.ofMillis(((BigDecimal) in.get("gang_timeout_ms")).longValueExact()),
-        Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"));
+        Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"),
+        ((List<Map<String, Object>>) in.get("shipped")).stream().map(f -> new Shipped((String) f.get("name"),
+            (String) f.get("uri"), (Boolean) f.get("archive"), ((BigDecimal) f.get("size")).longValueExact(),
+            ((BigDecimal) f.get("modified")).longValueExact())).toList());
   }
 
   private static int number(Object raw) {

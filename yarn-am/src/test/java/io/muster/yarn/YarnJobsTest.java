@@ -65,7 +65,7 @@ class YarnJobsTest {
     }
     return new YarnJob("muster-test", "default", gang, resources, commands, Map.of("GREETING", "hello"),
         maxAttempts, gangTimeout, Optional.of("file:///tmp/muster-test-out"),
-        List.of(System.getProperty("java.class.path").split(":")));
+        List.of(System.getProperty("java.class.path").split(":")), List.of());
   }
 
   private static ApplicationReport runToEnd(YarnJob job) throws Exception {
@@ -127,7 +127,8 @@ class YarnJobsTest {
       } catch (Exception e) { // not up yet
         return false;
       }
-      return ((List<Map<String, Object>>) status[0].get("tasks")).stream().allMatch(t -> "running".equals(t.get("state")));
+      List<Map<String, Object>> tasks = (List<Map<String, Object>>) status[0].get("tasks");
+      return tasks.size() == 2 && tasks.stream().allMatch(t -> "running".equals(t.get("state")));
     });
     Files.createFile(release);
     assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
@@ -154,8 +155,7 @@ class YarnJobsTest {
     String command = java + " -Xmx128m -cp " + System.getProperty("java.class.path") + " "
         + YarnJavaWorker.class.getName() + " " + String.join(" ", args);
     YarnJob job = job(GangSpec.of(1, 2, 0, 0), command, 384, 2, Duration.ofMinutes(2));
-    job = new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
-        job.maxAttempts(), job.gangTimeout(), Optional.of(out), job.classpath());
+    job = job.withOutputDir(out);
     ApplicationId id = client.submit(job);
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
@@ -185,6 +185,31 @@ class YarnJobsTest {
         .map(s -> s.getPath().getName()).filter(n -> n.startsWith("workertemp")).toList(), "no workertemp_* left");
     assertEquals(0, fs.listStatus(new org.apache.hadoop.fs.Path(out, "backup")).length,
         "the backup is deleted when training ends well");
+  }
+
+  @Test
+  void shippedFilesAndArchivesAreInEveryContainersWorkingDirectoryAndTheStagingIsDeleted() throws Exception {
+    Path script = Files.writeString(dir.resolve("train.sh"), "echo \"script ran on $MUSTER_TASK_TYPE\"\n");
+    Path env = Files.createDirectories(dir.resolve("env"));
+    Files.writeString(env.resolve("inside.txt"), "from the archive\n");
+    Path archive = dir.resolve("env.tar.gz");
+    assertEquals(0, new ProcessBuilder("tar", "czf", archive.toString(), "-C", env.toString(), "inside.txt")
+        .inheritIO().start().waitFor());
+    YarnJob job = job(GangSpec.workers(2), "sh run.sh && cat venv/inside.txt", 128, 1, Duration.ofMinutes(2))
+        .withShipped(List.of(YarnJob.Shipped.parse(script + "#run.sh", false),
+            YarnJob.Shipped.parse(archive + "#venv", true)));
+    ApplicationId id = client.submit(job);
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
+
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    List<String> printed = new ArrayList<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      printed.addAll(Files.readAllLines(log));
+    }
+    assertEquals(2, printed.stream().filter(l -> l.equals("script ran on worker")).count(), printed.toString());
+    assertEquals(2, printed.stream().filter(l -> l.equals("from the archive")).count(), printed.toString());
+    FileSystem fs = FileSystem.get(local.configuration());
+    assertFalse(fs.exists(MusterClient.stagingDir(fs, id.toString())), "the master deleted the staged files");
   }
 
   @Test
