@@ -19,7 +19,8 @@ import org.slf4j.LoggerFactory;
  * <p>The chief keeps {@code backup_dir/chief/} with one checkpoint: the model's variables and the
  * epoch and step counters; the other tasks write the same backup to
  * {@code backup_dir/workertemp_<i>}, deleted after each save. At the start every task calls
- * {@link #restore(int)}, which reads {@code backup_dir/chief}. With {@link #EVERY_EPOCH} a backup is
+ * {@link #restore(int, int, Map)}, which reads {@code backup_dir/chief} and refuses a backup of
+ * another model or run. With {@link #EVERY_EPOCH} a backup is
  * made at each epoch's end and training resumes at the next epoch; with {@link #everySteps(int)} a
  * backup is made every N steps (counted across epochs) and training resumes at the step after the
  * backed-up one (the next epoch's first step when it was an epoch's last). When training ends
@@ -75,22 +76,32 @@ public final class BackupAndRestore implements AutoCloseable {
 
   /**
    * The point to resume from, read from the chief's backup; empty when there is none (a fresh start).
+   * The backup must be this run's: it must hold exactly the caller's variables (names, dtypes and
+   * shapes of {@code like}; their values do not matter), and must not be past the run's last epoch
+   * (a backup of the last epoch, left when the run was stopped before {@link #onTrainEnd}, resumes
+   * at {@code epochs}: nothing is left to train).
    *
+   * @param epochs how many epochs the run trains
    * @param stepsPerEpoch to tell whether the backed-up step was an epoch's last
+   * @param like the model's variables, as they will be backed up
+   * @throws CheckpointMismatchException when the backup belongs to another run, saying what differs
    */
-  public Optional<ResumePoint> restore(int stepsPerEpoch) throws IOException {
+  public Optional<ResumePoint> restore(int epochs, int stepsPerEpoch, Map<String, Tensor> like) throws IOException {
     Optional<Path> latest = CheckpointManager.latestCheckpoint(fs, chiefDir());
     if (latest.isEmpty()) {
       return Optional.empty();
     }
-    Map<String, Tensor> saved = new LinkedHashMap<>(BundleReader.open(fs, latest.get()).readAll());
-    Tensor epochTensor = saved.remove(EPOCH_KEY);
-    Tensor stepTensor = saved.remove(STEP_KEY);
-    if (epochTensor == null || stepTensor == null) {
+    BundleReader reader = BundleReader.open(fs, latest.get());
+    if (!reader.entries().containsKey(EPOCH_KEY) || !reader.entries().containsKey(STEP_KEY)) {
       throw new IOException(latest.get() + " is not a BackupAndRestore checkpoint: it has no epoch and step counters");
     }
-    int epoch = (int) epochTensor.longs()[0];
-    int step = (int) stepTensor.longs()[0];
+    Map<String, Tensor> expected = new LinkedHashMap<>(like);
+    expected.put(EPOCH_KEY, Tensor.scalar(0));
+    expected.put(STEP_KEY, Tensor.scalar(0));
+    reader.requireVariables(expected);
+    Map<String, Tensor> saved = new LinkedHashMap<>(reader.readAll());
+    int epoch = (int) saved.remove(EPOCH_KEY).longs()[0];
+    int step = (int) saved.remove(STEP_KEY).longs()[0];
     ResumePoint point;
     if (step < 0) {
       point = new ResumePoint(epoch + 1, 0, saved);
@@ -98,6 +109,10 @@ public final class BackupAndRestore implements AutoCloseable {
       point = new ResumePoint(epoch + 1, 0, saved);
     } else {
       point = new ResumePoint(epoch, step + 1, saved);
+    }
+    if (point.epoch() > epochs) {
+      throw new CheckpointMismatchException(latest.get() + " was backed up in epoch " + (epoch + 1) + ", past this run's "
+          + epochs + " epochs");
     }
     log.info("resuming from {} (backed up at epoch {} step {}): epoch {} step {}", latest.get(), epoch, step,
         point.epoch(), point.step());

@@ -92,6 +92,36 @@ public final class BundleReader {
     return entries;
   }
 
+  /**
+   * Checks that this checkpoint holds exactly the caller's variables: the same names, and each
+   * with the same dtype and shape as the caller's tensor of that name (its values are not read).
+   *
+   * @throws CheckpointMismatchException naming the checkpoint and every difference
+   */
+  public void requireVariables(Map<String, Tensor> like) throws CheckpointMismatchException {
+    List<String> differences = new ArrayList<>();
+    for (Map.Entry<String, Tensor> e : new TreeMap<>(like).entrySet()) {
+      BundleEntryProto entry = entries.get(e.getKey());
+      if (entry == null) {
+        differences.add(e.getKey() + " is missing there");
+        continue;
+      }
+      long[] shape = entry.getShape().getDimList().stream().mapToLong(TensorShapeProto.Dim::getSize).toArray();
+      Tensor want = e.getValue();
+      if (entry.getDtype() != want.dtype() || !java.util.Arrays.equals(shape, want.shape())) {
+        differences.add(e.getKey() + " is " + Tensor.dtypeName(entry.getDtype()) + java.util.Arrays.toString(shape)
+            + " there but " + want + " here");
+      }
+    }
+    List<String> extra = entries.keySet().stream().filter(name -> !like.containsKey(name)).sorted().toList();
+    if (!extra.isEmpty()) {
+      differences.add("it also holds " + String.join(", ", extra));
+    }
+    if (!differences.isEmpty()) {
+      throw new CheckpointMismatchException(prefix + " holds another model: " + String.join("; ", differences));
+    }
+  }
+
   private Tensor read(String name, Map<Integer, FSDataInputStream> streams) throws IOException {
     BundleEntryProto entry = entries.get(name);
     if (entry == null) {

@@ -292,9 +292,22 @@ public final class CheckpointManager implements AutoCloseable {
     return latestCheckpoint(fs, directory);
   }
 
-  /** Every tensor of a checkpoint. */
+  /** Every tensor of a checkpoint, whatever model it holds (to inspect one; to resume, see the overload). */
   public Map<String, Tensor> restore(Path prefix) throws IOException {
     return BundleReader.open(fs, prefix).readAll();
+  }
+
+  /**
+   * Every tensor of a checkpoint, after checking that it holds exactly the caller's variables
+   * (names, dtypes and shapes of {@code like}; their values do not matter), as {@link #restoreInto}
+   * checks them against the caller's arrays.
+   *
+   * @throws CheckpointMismatchException naming each difference, before any data is read
+   */
+  public Map<String, Tensor> restore(Path prefix, Map<String, Tensor> like) throws IOException {
+    BundleReader reader = BundleReader.open(fs, prefix);
+    reader.requireVariables(like);
+    return reader.readAll();
   }
 
   /**

@@ -2,6 +2,7 @@ package io.muster.checkpoint;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.testing.ChildJvm;
@@ -20,6 +21,7 @@ class BackupAndRestoreTest {
   @TempDir
   java.nio.file.Path tmp;
 
+  private static final Map<String, Tensor> W = Map.of("w", Tensor.ofFloats(new long[] {1}, 0));
   private static final java.nio.file.Path LOGS = java.nio.file.Path.of("target", "child-logs");
 
   @Test
@@ -47,7 +49,7 @@ class BackupAndRestoreTest {
     Path dir = new Path(tmp.resolve("epochs").toUri());
     BackupAndRestore chief = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
     BackupAndRestore worker = new BackupAndRestore(fs, dir, new WritePolicy(false, 1), BackupAndRestore.EVERY_EPOCH);
-    assertEquals(Optional.empty(), chief.restore(10));
+    assertEquals(Optional.empty(), chief.restore(2, 10, W));
     for (int epoch = 0; epoch < 2; epoch++) {
       float value = epoch + 1;
       chief.onStepEnd(epoch, 9, () -> Map.of());
@@ -56,10 +58,43 @@ class BackupAndRestoreTest {
     }
     assertFalse(fs.exists(new Path(dir, "workertemp_1")), "the worker's temp backup is deleted after each save");
     BackupAndRestore restarted = new BackupAndRestore(fs, dir, new WritePolicy(false, 1), BackupAndRestore.EVERY_EPOCH);
-    BackupAndRestore.ResumePoint point = restarted.restore(10).orElseThrow();
+    BackupAndRestore.ResumePoint point = restarted.restore(2, 10, W).orElseThrow();
     assertEquals(2, point.epoch());
     assertEquals(0, point.step());
     assertEquals(2f, point.variables().get("w").floats()[0], "every task restores the chief's backup");
     assertEquals(1, fs.globStatus(new Path(new Path(dir, "chief"), "ckpt-*.index")).length, "one backup is kept");
+  }
+
+  @Test
+  void aBackupOfAnotherModelIsRefusedSayingWhatDiffers() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path dir = new Path(tmp.resolve("stale").toUri());
+    BackupAndRestore digits = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
+    digits.onEpochEnd(11, () -> Map.of("weights", Tensor.ofFloats(new long[] {64, 10}, new float[640]),
+        "bias", Tensor.ofFloats(new long[] {10}, new float[10])));
+    BackupAndRestore blobs = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
+    CheckpointMismatchException e = assertThrows(CheckpointMismatchException.class, () -> blobs.restore(400, 10,
+        Map.of("weights", Tensor.ofFloats(new long[] {20, 10}, new float[200]),
+            "bias", Tensor.ofFloats(new long[] {10}, new float[10]))));
+    assertEquals(new Path(new Path(dir, "chief"), "ckpt-1") + " holds another model: weights is float32[64, 10] there"
+        + " but float32[20, 10] here", e.getMessage());
+    CheckpointMismatchException names = assertThrows(CheckpointMismatchException.class,
+        () -> blobs.restore(400, 10, Map.of("kernel", Tensor.ofFloats(new long[] {10}, new float[10]),
+            "bias", Tensor.ofFloats(new long[] {10}, new float[10]))));
+    assertTrue(names.getMessage().endsWith("holds another model: kernel is missing there; it also holds weights"),
+        names.getMessage());
+  }
+
+  @Test
+  void aBackupPastTheRunsLastEpochIsAnErrorNotZeroEpochs() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path dir = new Path(tmp.resolve("long").toUri());
+    BackupAndRestore first = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
+    first.onEpochEnd(11, () -> W);
+    BackupAndRestore shorter = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER, BackupAndRestore.EVERY_EPOCH);
+    CheckpointMismatchException e = assertThrows(CheckpointMismatchException.class, () -> shorter.restore(10, 5, W));
+    assertEquals(new Path(new Path(dir, "chief"), "ckpt-1") + " was backed up in epoch 12, past this run's 10 epochs",
+        e.getMessage());
+    assertEquals(12, shorter.restore(12, 5, W).orElseThrow().epoch(), "the last epoch's backup: nothing left to train");
   }
 }

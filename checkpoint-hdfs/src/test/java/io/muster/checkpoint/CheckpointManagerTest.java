@@ -27,6 +27,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -98,6 +99,22 @@ class CheckpointManagerTest {
     String text = new String(fs.open(new Path(dir, "checkpoint")).readAllBytes(), StandardCharsets.UTF_8);
     assertTrue(text.startsWith("model_checkpoint_path: \"ckpt-4\"\nall_model_checkpoint_paths: \"ckpt-3\"\n"), text);
     assertArrayEquals(new float[] {4, 4, 4, 4}, manager.restore(manager.latest().orElseThrow()).get("dense/kernel").floats());
+  }
+
+  @Test
+  void restoringAgainstTheCallersVariablesRefusesOtherShapesAndDtypes(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path tmp) throws Exception {
+    Path dir = new Path(tmp.toUri());
+    FileSystem fs = FileSystem.getLocal(new org.apache.hadoop.conf.Configuration()).getRawFileSystem();
+    try (CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS)) {
+      Path saved = manager.save(model(3));
+      assertArrayEquals(new float[] {3, 3, 3, 3}, manager.restore(saved, model(0)).get("dense/kernel").floats());
+      CheckpointMismatchException e = assertThrows(CheckpointMismatchException.class, () -> manager.restore(saved,
+          Map.of("dense/kernel", Tensor.ofFloats(new long[] {4}, 0, 0, 0, 0), "step", Tensor.ofInts(new long[0], 0))));
+      assertEquals(saved + " holds another model: dense/kernel is float32[2, 2] there but float32[4] here; "
+          + "step is int64[] there but int32[] here", e.getMessage());
+    }
   }
 
   /** The live checkpoint I/O threads, of every owner. */

@@ -22,7 +22,7 @@ public final class TrainWithBackup {
     float[] w = {0};
     int startEpoch = 0;
     int startStep = 0;
-    Optional<BackupAndRestore.ResumePoint> resume = backup.restore(STEPS);
+    Optional<BackupAndRestore.ResumePoint> resume = backup.restore(EPOCHS, STEPS, Map.of("w", Tensor.ofFloats(new long[] {1}, 0)));
     if (resume.isPresent()) {
       startEpoch = resume.get().epoch();
       startStep = resume.get().step();

@@ -1,7 +1,9 @@
 package io.muster.examples;
 
 import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.checkpoint.Tensor;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 
 /** Multinomial logistic regression: weights {@code [features x classes]} and a bias per class. */
@@ -20,6 +22,17 @@ final class SoftmaxModel {
 
   List<float[]> variables() {
     return List.of(weights, bias);
+  }
+
+  /** A copy of the variables as checkpoint tensors: {@code weights [features, classes]} and {@code bias [classes]}. */
+  Map<String, Tensor> tensors() {
+    return Map.of("weights", Tensor.ofFloats(new long[] {features, classes}, weights.clone()),
+        "bias", Tensor.ofFloats(new long[] {classes}, bias.clone()));
+  }
+
+  /** The variables of a model of this size, as a checkpoint or backup of it must hold them. */
+  static Map<String, Tensor> variablesLike(int features, int classes) {
+    return new SoftmaxModel(features, classes).tensors();
   }
 
   /** Class probabilities of one row into {@code out}. */

@@ -8,12 +8,16 @@ import io.muster.spark.BarrierTrainer;
 import io.muster.spark.TrainContext;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import io.muster.summary.SummaryWriter;
+import java.io.IOException;
+import java.io.PrintStream;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.Function;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
@@ -36,13 +40,18 @@ import org.slf4j.LoggerFactory;
  * {@code <out>/backup} lets a re-run gang resume.
  *
  * <p>Arguments: {@code [--data FILE.csv|FILE.parquet] [--out ./muster-out] [--workers 4]
- * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K]};
- * without {@code --data} the rows are generated. {@code --crash-once-at-epoch K} makes worker 1
- * throw during epoch K of the first run, to watch the gang re-run and resume from the backup.
+ * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K]
+ * [--overwrite]}; without {@code --data} the rows are generated. {@code --crash-once-at-epoch K}
+ * makes worker 1 throw during epoch K of the first run, to watch the gang re-run and resume from
+ * the backup. An {@code --out} holding another run's outputs is refused unless {@code --overwrite}
+ * (see {@link RunIdentity}); the same run resumes from its backup.
  */
 public final class SparkDemo {
 
   private static final Logger log = LoggerFactory.getLogger(SparkDemo.class);
+  private static final int GENERATED_ROWS = 4000;
+  private static final int GENERATED_FEATURES = 20;
+  private static final int GENERATED_CLASSES = 10;
 
   /** The trained model and where the outputs are. */
   public record Result(double accuracy, long heldOutRows, String checkpoint, String logs, int attempts,
@@ -55,42 +64,78 @@ public final class SparkDemo {
 
   /** The job's settings, from {@code --name value} arguments. */
   public record Options(String data, String out, int workers, int epochs, int globalBatch, float learningRate,
-      long seed, int crashOnceAtEpoch) implements Serializable {
+      long seed, int crashOnceAtEpoch, boolean overwrite) implements Serializable {
 
     public static Options parse(String... args) {
       Map<String, String> o = Args.parse(args, Map.of("--data", "", "--out", "muster-out", "--workers", "4",
           "--epochs", "10", "--global-batch", "64", "--learning-rate", "0.2", "--seed", "7",
-          "--crash-once-at-epoch", "0"));
+          "--crash-once-at-epoch", "0"), java.util.Set.of("--overwrite"));
       int epochs = Args.positiveInt(o, "--epochs");
       int crash = o.get("--crash-once-at-epoch").equals("0") ? 0 : Args.positiveInt(o, "--crash-once-at-epoch");
       if (crash > epochs) {
         throw new IllegalArgumentException("--crash-once-at-epoch must be between 1 and --epochs " + epochs
             + " (0: no crash), was " + crash);
       }
-      return new Options(o.get("--data"), o.get("--out"), Args.positiveInt(o, "--workers"), epochs,
-          Args.positiveInt(o, "--global-batch"), Float.parseFloat(o.get("--learning-rate")),
-          Long.parseLong(o.get("--seed")), crash);
+      int workers = Args.positiveInt(o, "--workers");
+      int globalBatch = Args.positiveInt(o, "--global-batch");
+      if (globalBatch % workers != 0) {
+        throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of --workers "
+            + workers);
+      }
+      return new Options(o.get("--data"), o.get("--out"), workers, epochs, globalBatch,
+          Float.parseFloat(o.get("--learning-rate")), Long.parseLong(o.get("--seed")), crash,
+          Boolean.parseBoolean(o.get("--overwrite")));
     }
   }
 
-  public static void main(String[] args) throws Exception {
-    Options options = Options.parse(args);
+  public static void main(String[] args) {
+    List<SparkSession> opened = new ArrayList<>();
+    int code = run(args, System.out, System.err, options -> {
+      opened.add(localSession(options));
+      return opened.get(0);
+    });
+    opened.forEach(SparkSession::stop);
+    System.exit(code);
+  }
+
+  /**
+   * The command: parses the arguments, trains on the session {@code sessions} gives, prints the
+   * result on {@code out}. Returns the exit code: 0 trained, 2 bad arguments (before any session
+   * is asked for), 1 anything else; each failure is one line on {@code err}.
+   */
+  static int run(String[] args, PrintStream out, PrintStream err, Function<Options, SparkSession> sessions) {
+    Options options;
+    try {
+      options = Options.parse(args);
+    } catch (IllegalArgumentException e) {
+      err.println("muster demo: " + e.getMessage());
+      return 2;
+    }
+    try {
+      Result r = run(sessions.apply(options), options);
+      if (r.attempts() > 1) {
+        out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%n", r.attempts(),
+            r.resumedAtEpoch() + 1);
+      }
+      out.printf("held-out accuracy %.4f on %d rows; checkpoints in %s, TensorBoard logs in %s%n",
+          r.accuracy(), r.heldOutRows(), r.checkpoint(), r.logs());
+      return 0;
+    } catch (RuntimeException e) {
+      log.debug("muster demo failed", e);
+      err.println("muster demo: " + e.getMessage());
+      return 1;
+    }
+  }
+
+  /** Spark in this JVM, one core per worker (not under spark-submit, which sets spark.master). */
+  private static SparkSession localSession(Options options) {
     SparkSession.Builder builder = SparkSession.builder().appName("muster-demo");
     if (System.getProperty("spark.master") == null) {
-      // not under spark-submit: run locally, one core per worker
       builder.master("local[" + options.workers() + "]").config("spark.ui.enabled", "false")
           .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
           .config("spark.barrier.sync.timeout", "300s");
     }
-    try (SparkSession spark = builder.getOrCreate()) {
-      Result r = run(spark, options);
-      if (r.attempts() > 1) {
-        System.out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%n", r.attempts(),
-            r.resumedAtEpoch() + 1);
-      }
-      System.out.printf("held-out accuracy %.4f on %d rows; checkpoints in %s, TensorBoard logs in %s%n",
-          r.accuracy(), r.heldOutRows(), r.checkpoint(), r.logs());
-    }
+    return builder.getOrCreate();
   }
 
   /** An absolute URI: a Hadoop URI as given, a local path made absolute ({@code file:///…}, no trailing slash). */
@@ -107,9 +152,6 @@ public final class SparkDemo {
     int workers = options.workers();
     int globalBatch = options.globalBatch();
     long seed = options.seed();
-    if (globalBatch % workers != 0) {
-      throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of --workers " + workers);
-    }
     Dataset<Row> df = data.isEmpty() ? generated(spark, seed) : read(spark, data);
     if (!Arrays.asList(df.columns()).contains("label")) {
       throw new IllegalArgumentException("the data has no 'label' column; columns: " + String.join(", ", df.columns()));
@@ -140,6 +182,16 @@ public final class SparkDemo {
     SyntheticBlobs test = toArrays(heldOutRows.select(column(ordered)).collectAsList(), features.length, mean, scale,
         classes);
     Path outDir = new Path(outputUri(options.out()));
+    try {
+      RunIdentity identity = new RunIdentity(data.isEmpty() ? "generated (" + GENERATED_ROWS + " rows of "
+          + GENERATED_FEATURES + " features and " + GENERATED_CLASSES + " classes)"
+          : RunIdentity.ofFile(data, spark.sparkContext().hadoopConfiguration()),
+          Arrays.asList(features), classes, seed);
+      identity.claim(outDir.getFileSystem(spark.sparkContext().hadoopConfiguration()), outDir, options.overwrite(),
+          options.epochs(), SoftmaxModel.variablesLike(features.length, classes));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e.getMessage(), e);
+    }
 
     Weights weights = BarrierTrainer.builder().numWorkers(workers).maxAttempts(2).build().fit(
         train.select(column(ordered)), ctx -> train(ctx, features.length, classes, mean, scale, test, outDir, options));
@@ -177,7 +229,7 @@ public final class SparkDemo {
         CheckpointManager checkpoints = ctx.checkpointManager(new Path(out, "ckpt"),
             CheckpointManager.Options.DEFAULTS);
         SummaryWriter summaries = ctx.summaryWriter(new Path(new Path(out, "logs"), "train"))) {
-      var resume = backup.restore(steps);
+      var resume = backup.restore(epochs, steps, SoftmaxModel.variablesLike(features, classes));
       int firstEpoch = 0;
       if (resume.isPresent()) {
         firstEpoch = resume.get().epoch();
@@ -199,11 +251,10 @@ public final class SparkDemo {
             new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), steps, localBatch,
             options.learningRate());
         double accuracy = model.accuracy(test);
-        Map<String, Tensor> variables = Map.of(
-            "weights", Tensor.ofFloats(new long[] {features, classes}, model.weights.clone()),
-            "bias", Tensor.ofFloats(new long[] {classes}, model.bias.clone()),
-            "epoch", Tensor.scalar(epoch + 1));
-        checkpoints.save(variables);
+        Map<String, Tensor> variables = model.tensors();
+        Map<String, Tensor> checkpoint = new java.util.HashMap<>(variables);
+        checkpoint.put("epoch", Tensor.scalar(epoch + 1));
+        checkpoints.save(checkpoint);
         backup.onEpochEnd(epoch, () -> variables);
         summaries.scalar("epoch_loss", epochLoss, epoch + 1);
         summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
@@ -240,19 +291,19 @@ public final class SparkDemo {
 
   /** 4000 rows of 10 overlapping Gaussian blobs in 20 dimensions. */
   private static Dataset<Row> generated(SparkSession spark, long seed) {
-    SyntheticBlobs blobs = SyntheticBlobs.generate(seed, 4000, 20, 10);
+    SyntheticBlobs blobs = SyntheticBlobs.generate(seed, GENERATED_ROWS, GENERATED_FEATURES, GENERATED_CLASSES);
     List<StructField> fields = new ArrayList<>();
-    for (int f = 0; f < 20; f++) {
+    for (int f = 0; f < GENERATED_FEATURES; f++) {
       fields.add(DataTypes.createStructField("f" + f, DataTypes.FloatType, false));
     }
     fields.add(DataTypes.createStructField("label", DataTypes.IntegerType, false));
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < blobs.rows(); i++) {
-      Object[] values = new Object[21];
-      for (int f = 0; f < 20; f++) {
+      Object[] values = new Object[GENERATED_FEATURES + 1];
+      for (int f = 0; f < GENERATED_FEATURES; f++) {
         values[f] = blobs.x()[i][f];
       }
-      values[20] = blobs.y()[i];
+      values[GENERATED_FEATURES] = blobs.y()[i];
       rows.add(RowFactory.create(values));
     }
     return spark.createDataFrame(rows, new StructType(fields.toArray(StructField[]::new)));

@@ -5,10 +5,16 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.muster.checkpoint.BackupAndRestore;
 import io.muster.checkpoint.BundleReader;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
+import io.muster.checkpoint.WritePolicy;
 import io.muster.summary.EventFiles;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -95,6 +101,125 @@ class SparkDemoTest {
       }
     }
     assertEquals(List.of(1L, 2L, 3L, 4L), steps.stream().sorted().toList());
+  }
+
+  /**
+   * The issue's reproduction: a run on 64 features, SIGKILLed after a few epochs (its backup left
+   * behind), then a run on the generated data (20 features) into the same --out.
+   */
+  @Test
+  void aRunOnOtherDataRefusesTheStaleBackupOfAKilledRunInsteadOfResumingIt(@TempDir Path tmp) throws Exception {
+    Path csv = csv(tmp.resolve("digits64.csv"), 64, 10, 200);
+    Path out = tmp.resolve("m");
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx1g"));
+    ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.") || a.startsWith("-Dio.netty"))
+        .forEach(command::add);
+    command.addAll(List.of("-cp", System.getProperty("java.class.path"), SparkDemo.class.getName(), "--data",
+        csv.toString(), "--out", out.toString(), "--workers", "2", "--epochs", "100000", "--global-batch", "20"));
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        .redirectOutput(tmp.resolve("first-run.log").toFile());
+    builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+    Process first = builder.start();
+    try {
+      long deadline = System.nanoTime() + 120_000_000_000L;
+      while (!Files.exists(out.resolve("ckpt").resolve("ckpt-4.index"))) {
+        assertTrue(first.isAlive(), () -> "the first run ended: " + readLog(tmp.resolve("first-run.log")));
+        assertTrue(System.nanoTime() < deadline, "no 4th checkpoint in 120 s");
+        Thread.sleep(100);
+      }
+    } finally {
+      first.destroyForcibly().waitFor();
+    }
+    assertTrue(Files.exists(out.resolve("backup").resolve("chief").resolve("checkpoint")), "the killed run's backup");
+
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code = SparkDemo.run(new String[] {"--out", out.toString(), "--workers", "2", "--epochs", "10"},
+        new PrintStream(stdout, true), new PrintStream(stderr, true), options -> spark);
+    assertEquals(1, code);
+    assertEquals("", stdout.toString(), "no accuracy is printed");
+    String data = "file:" + csv.toAbsolutePath() + " (" + Files.size(csv) + " bytes, modified "
+        + Instant.ofEpochMilli(Files.getLastModifiedTime(csv).toMillis()) + ")";
+    assertEquals("muster demo: --out file:" + out.toAbsolutePath() + " holds the outputs of another run: data " + data
+        + " there, generated (4000 rows of 20 features and 10 classes) here; 64 features there, 20 here; give --out"
+        + " a new directory, or --overwrite to replace them\n", stderr.toString());
+
+    stderr.reset();
+    assertEquals(0, SparkDemo.run(new String[] {"--out", out.toString(), "--workers", "2", "--epochs", "2",
+        "--overwrite"}, new PrintStream(stdout, true), new PrintStream(stderr, true), options -> spark), stderr::toString);
+    assertTrue(stdout.toString().startsWith("held-out accuracy "), stdout.toString());
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Map<String, Tensor> model = latest(fs, "file:" + out.resolve("ckpt").toAbsolutePath());
+    assertEquals("float32[20, 10]", model.get("weights").toString(), "the new run's model, trained from scratch");
+    assertEquals(2, model.get("epoch").longs()[0], "its numbering starts again at 1: ckpt-2 is its second epoch");
+  }
+
+  @Test
+  void theSameRunResumesOnlyFromABackupWithinItsEpochs(@TempDir Path tmp) throws Exception {
+    Path out = tmp.resolve("m");
+    Files.createDirectories(out.resolve("ckpt"));
+    String[] twoEpochs = {"--out", out.toString(), "--workers", "2", "--epochs", "2"};
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    PrintStream err = new PrintStream(stderr, true);
+    PrintStream out1 = new PrintStream(new ByteArrayOutputStream(), true);
+    assertEquals(1, SparkDemo.run(twoEpochs, out1, err, options -> spark));
+    assertEquals("muster demo: --out file:" + out.toAbsolutePath() + " holds outputs (ckpt) that do not say which run"
+        + " they belong to; give --out a new directory, or --overwrite to replace them\n", stderr.toString());
+    Files.delete(out.resolve("ckpt"));
+
+    assertEquals(0, SparkDemo.run(twoEpochs, out1, err, options -> spark));
+    stderr.reset();
+    assertEquals(1, SparkDemo.run(twoEpochs, out1, err, options -> spark), "a finished run is not trained again");
+    assertEquals("muster demo: --out file:" + out.toAbsolutePath() + " holds this run's checkpoints (the latest ckpt-2)"
+        + " but no backup to resume from; give --out a new directory, or --overwrite to replace them\n",
+        stderr.toString());
+
+    // a backup of epoch 12 of this run, as a longer run killed there leaves it
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    org.apache.hadoop.fs.Path backupDir = new org.apache.hadoop.fs.Path("file:" + out.resolve("backup").toAbsolutePath());
+    try (BackupAndRestore backup = new BackupAndRestore(fs, backupDir, WritePolicy.SINGLE_WORKER,
+        BackupAndRestore.EVERY_EPOCH)) {
+      backup.onEpochEnd(11, () -> SoftmaxModel.variablesLike(20, 10));
+    }
+    stderr.reset();
+    assertEquals(1, SparkDemo.run(new String[] {"--out", out.toString(), "--workers", "2", "--epochs", "10"}, out1,
+        err, options -> spark));
+    assertEquals("muster demo: " + backupDir + "/chief/ckpt-1 was backed up in epoch 12, past this run's 10 epochs;"
+        + " give more --epochs to continue that run, --out a new directory, or --overwrite to replace it\n",
+        stderr.toString());
+    stderr.reset();
+    assertEquals(0, SparkDemo.run(new String[] {"--out", out.toString(), "--workers", "2", "--epochs", "13"}, out1,
+        err, options -> spark), stderr::toString);
+    assertEquals(13, latest(fs, "file:" + out.resolve("ckpt").toAbsolutePath()).get("epoch").longs()[0],
+        "the same run resumed at epoch 13 and trained it alone");
+  }
+
+  /** A CSV of {@code rows} rows: {@code features} numeric columns p0.. and an integer label in [0, classes). */
+  static Path csv(Path file, int features, int classes, int rows) throws Exception {
+    java.util.Random random = new java.util.Random(1);
+    StringBuilder text = new StringBuilder();
+    for (int f = 0; f < features; f++) {
+      text.append("p").append(f).append(',');
+    }
+    text.append("label\n");
+    for (int r = 0; r < rows; r++) {
+      int label = r % classes;
+      for (int f = 0; f < features; f++) {
+        text.append(String.format("%.3f", random.nextGaussian() + (f % classes == label ? 2 : 0))).append(',');
+      }
+      text.append(label).append('\n');
+    }
+    return Files.writeString(file, text);
+  }
+
+  private static String readLog(Path file) {
+    try {
+      return Files.readString(file);
+    } catch (java.io.IOException e) {
+      return e.toString();
+    }
   }
 
   private static Map<String, Tensor> latest(FileSystem fs, String dir) throws Exception {

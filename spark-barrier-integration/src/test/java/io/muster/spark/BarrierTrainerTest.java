@@ -133,7 +133,8 @@ class BarrierTrainerTest {
     long start = System.nanoTime();
     String result = trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {
       var backup = ctx.backupAndRestore(backupDir, io.muster.checkpoint.BackupAndRestore.EVERY_EPOCH);
-      var resume = backup.restore(1);
+      var resume = backup.restore(4, 1,
+          java.util.Map.of("w", io.muster.checkpoint.Tensor.ofFloats(new long[] {1}, 0)));
       int firstEpoch = resume.map(io.muster.checkpoint.BackupAndRestore.ResumePoint::epoch).orElse(0);
       float[] w = {resume.map(p -> p.variables().get("w").floats()[0]).orElse(0f)};
       for (int epoch = firstEpoch; epoch < 4; epoch++) {
