@@ -14,16 +14,20 @@ import java.util.Map;
 public final class Muster {
 
   static final String USAGE = String.join("\n",
-      "usage: muster <command> [options]",
+      "usage: muster <command> [options]   (muster <command> --help: its options)",
+      "  demo [--data FILE]      the main job: softmax regression on Spark local[N] with N barrier tasks",
+      "  spark-run -- COMMAND    run a training command (python3 train.py ...) on a gang of Spark barrier tasks",
+      "  example softmax         softmax regression on N local worker JVMs, each with its own TF_CONFIG",
+      "  bench NAME              benchmarks: coordination, allreduce, checkpoint, spark, yarn (JSON lines)",
+      "  submit [options]        run a training job on a YARN queue (muster submit --help)",
+      "  status APPID            a YARN job's state and diagnostics",
+      "  kill APPID              kill a YARN job",
+      "  yarn-local [--dir D]    keep a local YARN cluster and HDFS running for muster submit",
       "  cluster                 print this task's identity from TF_CONFIG as JSON",
       "  check [--timeout 5m]    start this task's server, join the coordination service, wait for every task",
       "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
       "  checkpoint ls DIR       the checkpoints in DIR, the latest, and its tensors (name, dtype, shape)",
       "  events FILE_OR_DIR      the scalars of TensorBoard event files: step, tag, value",
-      "  submit [options]        run a training job on a YARN queue (muster submit --help)",
-      "  status APPID            a YARN job's state and diagnostics",
-      "  kill APPID              kill a YARN job",
-      "  yarn-local [--dir D]    keep a local YARN cluster and HDFS running for muster submit",
       "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
 
   private Muster() {}

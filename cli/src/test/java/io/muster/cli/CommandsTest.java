@@ -31,6 +31,16 @@ class CommandsTest {
   }
 
   @Test
+  void helpListsEveryCommandOneLineEachTheMainJobFirst() {
+    Result r = run(Map.of(), "--help");
+    assertEquals(0, r.code());
+    List<String> commands = r.text().lines().filter(line -> line.startsWith("  "))
+        .map(line -> line.trim().split(" ")[0]).toList();
+    assertEquals(List.of("demo", "spark-run", "example", "bench", "submit", "status", "kill", "yarn-local", "cluster",
+        "check", "server-def", "checkpoint", "events"), commands);
+  }
+
+  @Test
   void clusterPrintsTheTasksIdentityAsJson() {
     Result r = run(Map.of("TF_CONFIG", TF_CONFIG), "cluster");
     assertEquals(0, r.code(), r.err());

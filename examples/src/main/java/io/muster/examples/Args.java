@@ -60,4 +60,59 @@ final class Args {
     }
     throw new IllegalArgumentException(name + " must be a positive integer, was '" + values.get(name) + "'");
   }
+
+  /** Whether the arguments (those before a {@code --}) ask for the usage. */
+  static boolean wantsHelp(String[] args) {
+    for (String a : args) {
+      if (a.equals("--")) {
+        return false;
+      }
+      if (a.equals("--help") || a.equals("-h")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static float positiveFloat(Map<String, String> values, String name) {
+    try {
+      float v = Float.parseFloat(values.get(name));
+      if (Float.isFinite(v) && v > 0) {
+        return v;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new IllegalArgumentException(name + " must be a finite number > 0, was '" + values.get(name) + "'");
+  }
+
+  static long integer(Map<String, String> values, String name) {
+    try {
+      return Long.parseLong(values.get(name));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(name + " must be an integer, was '" + values.get(name) + "'");
+    }
+  }
+
+  /**
+   * The data option: empty, a Hadoop URI with a scheme other than {@code file:} (checked when it is
+   * read), or a local file or directory that exists and is readable.
+   */
+  static String data(Map<String, String> values, String name) {
+    String data = values.get(name);
+    if (data.isEmpty() || (data.matches("[a-zA-Z][a-zA-Z0-9+.-]*:.*") && !data.startsWith("file:"))) {
+      return data;
+    }
+    java.nio.file.Path path = data.startsWith("file:") ? java.nio.file.Path.of(java.net.URI.create(data))
+        : java.nio.file.Path.of(data);
+    if (!java.nio.file.Files.exists(path)) {
+      throw new IllegalArgumentException(name + " must name a readable CSV or Parquet file, was '" + data
+          + "' (no such file)");
+    }
+    if (!java.nio.file.Files.isReadable(path)) {
+      throw new IllegalArgumentException(name + " must name a readable CSV or Parquet file, was '" + data
+          + "' (not readable)");
+    }
+    return data;
+  }
 }

@@ -24,7 +24,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * Runs {@link SoftmaxRegression} as N local workers, each its own JVM with its own {@code TF_CONFIG}
  * (the way N hosts would run it), relays their output prefixed with the task, and checks that all
- * ended with the same weights. {@code ./muster example softmax [--workers 4] [training args]}.
+ * ended with the same weights: {@code ./muster example softmax [--workers 4] [training args]} ({@link Examples}).
  */
 public final class LocalTraining {
 
@@ -33,21 +33,23 @@ public final class LocalTraining {
 
   private LocalTraining() {}
 
-  public static void main(String[] args) throws Exception {
-    List<String> rest = new ArrayList<>(Arrays.asList(args));
-    int workers = 4;
-    int at = rest.indexOf("--workers");
-    if (at >= 0) {
-      if (at + 1 >= rest.size()) {
-        throw new IllegalArgumentException("--workers needs a value");
+  /** The workers and the training arguments, checked as each worker will check them. */
+  record Settings(int workers, List<String> trainingArgs) {
+    static Settings parse(String[] args) {
+      Map<String, String> options = Args.parse(args, Map.of("--workers", "4", "--epochs", "5", "--global-batch",
+          "240", "--learning-rate", "0.5", "--seed", "7"));
+      int workers = Args.positiveInt(options, "--workers");
+      if (workers > 16) {
+        throw new IllegalArgumentException("--workers must be in 1..16, was " + workers);
       }
-      workers = Integer.parseInt(rest.get(at + 1));
-      rest.subList(at, at + 2).clear();
+      SoftmaxRegression.Settings.of(options);
+      List<String> rest = new ArrayList<>();
+      for (String name : List.of("--epochs", "--global-batch", "--learning-rate", "--seed")) {
+        rest.add(name);
+        rest.add(options.get(name));
+      }
+      return new Settings(workers, rest);
     }
-    if (workers < 1 || workers > 16) {
-      throw new IllegalArgumentException("--workers must be in 1..16, was " + workers);
-    }
-    System.exit(run(workers, rest, System.out).exitCode());
   }
 
   public static Result run(int workers, List<String> trainingArgs, PrintStream out) throws Exception {

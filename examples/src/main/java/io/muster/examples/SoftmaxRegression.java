@@ -32,13 +32,21 @@ public final class SoftmaxRegression {
 
   private SoftmaxRegression() {}
 
+  /** The training options, each checked. */
+  record Settings(int epochs, int globalBatch, float learningRate, long seed) {
+    static Settings of(Map<String, String> options) {
+      return new Settings(Args.positiveInt(options, "--epochs"), Args.positiveInt(options, "--global-batch"),
+          Args.positiveFloat(options, "--learning-rate"), Args.integer(options, "--seed"));
+    }
+  }
+
   public static void main(String[] args) throws Exception {
-    Map<String, String> options = Args.parse(args, Map.of("--epochs", "5", "--global-batch", "240",
-        "--learning-rate", "0.5", "--seed", "7"));
-    int epochs = Args.positiveInt(options, "--epochs");
-    int globalBatch = Args.positiveInt(options, "--global-batch");
-    float learningRate = Float.parseFloat(options.get("--learning-rate"));
-    long seed = Long.parseLong(options.get("--seed"));
+    Settings settings = Settings.of(Args.parse(args, Map.of("--epochs", "5", "--global-batch", "240",
+        "--learning-rate", "0.5", "--seed", "7")));
+    int epochs = settings.epochs();
+    int globalBatch = settings.globalBatch();
+    float learningRate = settings.learningRate();
+    long seed = settings.seed();
 
     try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().build()) {
       int workers = strategy.numReplicasInSync();

@@ -49,6 +49,12 @@ import org.slf4j.LoggerFactory;
 public final class SparkDemo {
 
   private static final Logger log = LoggerFactory.getLogger(SparkDemo.class);
+  static final String USAGE = String.join("\n",
+      "usage: muster demo [--data FILE.csv|FILE.parquet] [--out muster-out] [--workers 4] [--epochs 10]",
+      "                   [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K] [--overwrite]",
+      "  softmax regression on Spark local[N] (or spark-submit) with N barrier tasks; without --data the rows are",
+      "  generated; --data needs a 'label' column, every other column numeric; --out may be any Hadoop URI;",
+      "  --overwrite replaces another run's outputs in --out (the same run resumes from its backup)");
   private static final int GENERATED_ROWS = 4000;
   private static final int GENERATED_FEATURES = 20;
   private static final int GENERATED_CLASSES = 10;
@@ -82,19 +88,17 @@ public final class SparkDemo {
         throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of --workers "
             + workers);
       }
-      return new Options(o.get("--data"), o.get("--out"), workers, epochs, globalBatch,
-          Float.parseFloat(o.get("--learning-rate")), Long.parseLong(o.get("--seed")), crash,
+      return new Options(Args.data(o, "--data"), o.get("--out"), workers, epochs, globalBatch,
+          Args.positiveFloat(o, "--learning-rate"), Args.integer(o, "--seed"), crash,
           Boolean.parseBoolean(o.get("--overwrite")));
     }
   }
 
   public static void main(String[] args) {
-    List<SparkSession> opened = new ArrayList<>();
-    int code = run(args, System.out, System.err, options -> {
-      opened.add(localSession(options));
-      return opened.get(0);
-    });
-    opened.forEach(SparkSession::stop);
+    int code;
+    try (LocalSpark spark = new LocalSpark("muster-demo")) {
+      code = run(args, System.out, System.err, spark.sessions(Options::workers));
+    }
     System.exit(code);
   }
 
@@ -104,6 +108,10 @@ public final class SparkDemo {
    * is asked for), 1 anything else; each failure is one line on {@code err}.
    */
   static int run(String[] args, PrintStream out, PrintStream err, Function<Options, SparkSession> sessions) {
+    if (Args.wantsHelp(args)) {
+      out.println(USAGE);
+      return 0;
+    }
     Options options;
     try {
       options = Options.parse(args);
@@ -125,17 +133,6 @@ public final class SparkDemo {
       err.println("muster demo: " + e.getMessage());
       return 1;
     }
-  }
-
-  /** Spark in this JVM, one core per worker (not under spark-submit, which sets spark.master). */
-  private static SparkSession localSession(Options options) {
-    SparkSession.Builder builder = SparkSession.builder().appName("muster-demo");
-    if (System.getProperty("spark.master") == null) {
-      builder.master("local[" + options.workers() + "]").config("spark.ui.enabled", "false")
-          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-          .config("spark.barrier.sync.timeout", "300s");
-    }
-    return builder.getOrCreate();
   }
 
   /** An absolute URI: a Hadoop URI as given, a local path made absolute ({@code file:///…}, no trailing slash). */

@@ -3,6 +3,7 @@ package io.muster.examples;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.ExternalCommand;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -11,7 +12,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.function.Function;
 import org.apache.spark.sql.SparkSession;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * {@code ./muster spark-run} (or this class under {@code spark-submit}): runs a training command on
@@ -23,6 +27,8 @@ import org.apache.spark.sql.SparkSession;
  * [--max-attempts 1] [--result FILE] -- COMMAND [ARGS...]}.
  */
 public final class SparkRun {
+  private static final Logger log = LoggerFactory.getLogger(SparkRun.class);
+
   private SparkRun() {}
 
   private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--ps", "0", "--data", "",
@@ -32,42 +38,53 @@ public final class SparkRun {
       + "[--data FILE.csv|FILE.parquet] [--out DIR] [--gpus-per-worker 0] [--max-attempts 1] [--result FILE] "
       + "-- COMMAND [ARGS...]";
 
-  public static void main(String[] args) throws IOException {
+  public static void main(String[] args) {
+    int code;
+    try (LocalSpark spark = new LocalSpark("muster-spark-run")) {
+      code = run(args, System.out, System.err, spark.sessions(trainer -> trainer.gang().size()));
+    }
+    System.exit(code);
+  }
+
+  /**
+   * The command: 0 when the gang succeeded (the chief's result printed, or written to
+   * {@code --result}), 2 for bad arguments (before any session is asked for), 1 for a failure;
+   * each failure is one line on {@code err}.
+   */
+  static int run(String[] args, PrintStream out, PrintStream err, Function<BarrierTrainer, SparkSession> sessions) {
+    if (Args.wantsHelp(args)) {
+      out.println(USAGE);
+      return 0;
+    }
     int dashes = Arrays.asList(args).indexOf("--");
     if (dashes < 0 || dashes == args.length - 1) {
-      System.err.println(USAGE);
-      System.exit(2);
+      err.println("muster spark-run: a command is needed after '--'; " + USAGE);
+      return 2;
     }
     Map<String, String> options;
     BarrierTrainer trainer;
     try {
       options = Args.parse(Arrays.copyOfRange(args, 0, dashes), DEFAULTS, FLAGS);
+      Args.data(options, "--data");
       trainer = trainer(options);
     } catch (IllegalArgumentException e) {
-      System.err.println("muster spark-run: " + e.getMessage());
-      System.exit(2);
-      return;
+      err.println("muster spark-run: " + e.getMessage());
+      return 2;
     }
     List<String> command = Arrays.asList(args).subList(dashes + 1, args.length);
-    SparkSession.Builder builder = SparkSession.builder().appName("muster-spark-run");
-    if (System.getProperty("spark.master") == null) {
-      builder.master("local[" + trainer.gang().size() + "]").config("spark.ui.enabled", "false")
-          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-          .config("spark.barrier.sync.timeout", "300s");
-    }
-    Optional<byte[]> result;
-    try (SparkSession spark = builder.getOrCreate()) {
-      result = run(spark, options, command);
-    } catch (IllegalStateException | IllegalArgumentException e) {
-      System.err.println("muster spark-run: " + e.getMessage());
-      System.exit(1);
-      return;
-    }
-    if (!options.get("--result").isEmpty()) {
-      Files.write(Path.of(options.get("--result")), result.orElse(new byte[0]));
-    } else {
-      System.out.println(result.map(r -> "the chief's result: " + new String(r, StandardCharsets.UTF_8))
-          .orElse("the chief left no result file"));
+    try {
+      Optional<byte[]> result = run(sessions.apply(trainer), options, command);
+      if (!options.get("--result").isEmpty()) {
+        Files.write(Path.of(options.get("--result")), result.orElse(new byte[0]));
+      } else {
+        out.println(result.map(r -> "the chief's result: " + new String(r, StandardCharsets.UTF_8))
+            .orElse("the chief left no result file"));
+      }
+      return 0;
+    } catch (IOException | RuntimeException e) {
+      log.debug("muster spark-run failed", e);
+      err.println("muster spark-run: " + e.getMessage());
+      return 1;
     }
   }
 
