@@ -40,7 +40,9 @@ public final class YarnJavaWorker {
       try (BackupAndRestore backup = new BackupAndRestore(fs, new Path(out, "backup"), policy,
               BackupAndRestore.EVERY_EPOCH);
           CheckpointManager checkpoints = new CheckpointManager(fs, out, policy, CheckpointManager.Options.DEFAULTS)) {
-        int first = backup.restore(20).map(point -> {
+        Map<String, Tensor> like = Map.of("weights", Tensor.ofFloats(new long[] {features}, new float[features]),
+            "epoch", Tensor.scalar(0));
+        int first = backup.restore(epochs, 20, like).map(point -> {
           System.arraycopy(point.variables().get("weights").floats(), 0, weights, 0, features);
           return point.epoch();
         }).orElse(0);
