@@ -18,6 +18,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -57,6 +58,10 @@ final class SubmitCommand {
       "  --output-dir URI             MUSTER_OUTPUT_DIR",
       "  --untracked ps,evaluator     task types whose commands are ended, not awaited (default: ps and",
       "                               evaluator, and worker when there are a chief and ps tasks)",
+      "  --node-label EXPR            the node-label expression for every container",
+      "  --app-timeout 12h            YARN ends the application when it has run this long",
+      "  --conf FILE                  options from a file, one 'name = value' a line (worker-instances = 4,",
+      "                               env.NAME = value); the command line's win",
       "  --local                      run on a YARN cluster and HDFS started in this process, then stop them",
       "usage: muster status APPID | muster kill APPID",
       "usage: muster yarn-local [--dir muster-yarn-local]   keep such a cluster running; prints its HADOOP_CONF_DIR");
@@ -185,13 +190,14 @@ final class SubmitCommand {
   /** The job the options describe; a usage error names the option and what it accepts. */
   static YarnJob parse(List<String> args, List<String> classpath) {
     Set<String> valued = new LinkedHashSet<>(List.of("--name", "--queue", "--command", "--env", "--max-attempts",
-        "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives"));
+        "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout",
+        "--conf"));
     for (String type : TYPES) {
       for (String what : List.of("instances", "memory", "vcores", "gpus", "command")) {
         valued.add("--" + type + "-" + what);
       }
     }
-    Options o = Options.parse(args, valued, Set.of("--local"));
+    Options o = Options.parse(withConfFile(args), valued, Set.of("--local"));
     Map<TaskType, Integer> counts = new EnumMap<>(TaskType.class);
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
@@ -240,10 +246,50 @@ final class SubmitCommand {
       }
       return new YarnJob(o.get("--name", "muster"), o.get("--queue", "default"), gang, resources, commands, env,
           integer(o, "--max-attempts", 1, 1), Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
-          Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped);
+          Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped,
+          new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
+              o.has("--app-timeout") ? Optional.of(Durations.parse("--app-timeout", o.get("--app-timeout", "")))
+                  : Optional.empty()));
     } catch (IllegalArgumentException e) {
       throw new UsageException(e.getMessage());
     }
+  }
+
+  /**
+   * The options of {@code --conf FILE} (Java properties: {@code worker-instances = 4},
+   * {@code env.NAME = value}) before the command line's, so that the command line's win.
+   */
+  private static List<String> withConfFile(List<String> args) {
+    int at = args.indexOf("--conf");
+    if (at < 0 || at + 1 >= args.size()) {
+      return args;
+    }
+    Path file = Path.of(args.get(at + 1));
+    Properties properties = new Properties();
+    try (var in = Files.newBufferedReader(file)) {
+      properties.load(in);
+    } catch (IOException e) {
+      throw new UsageException("--conf " + file + " cannot be read: "
+          + (e instanceof java.nio.file.NoSuchFileException ? "no such file" : e.getMessage()));
+    }
+    List<String> merged = new java.util.ArrayList<>();
+    for (String key : new java.util.TreeSet<>(properties.stringPropertyNames())) {
+      String value = properties.getProperty(key).strip();
+      if (key.startsWith("env.")) {
+        merged.addAll(List.of("--env", key.substring("env.".length()) + "=" + value));
+      } else if (key.equals("local")) {
+        if (Boolean.parseBoolean(value)) {
+          merged.add("--local");
+        }
+      } else if (key.equals("conf")) {
+        throw new UsageException("--conf " + file + ": a configuration file cannot name another (conf = " + value
+            + ")");
+      } else {
+        merged.addAll(List.of("--" + key, value));
+      }
+    }
+    merged.addAll(args);
+    return merged;
   }
 
   private static void deleteRecursively(Path dir) throws IOException {

@@ -44,6 +44,21 @@ class SubmitCommandTest {
   }
 
   @Test
+  void aConfFileGivesOptionsWhichTheCommandLineOverrides(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Path conf = java.nio.file.Files.writeString(tmp.resolve("job.properties"), String.join("\n",
+        "# a job's settings", "queue = ml", "worker-instances = 3", "worker-memory = 2g", "command = python3 train.py",
+        "env.KERAS_BACKEND = tensorflow", "node-label = gpu", "app-timeout = 12h", ""));
+    YarnJob job = parse("--conf", conf.toString(), "--worker-instances", "2", "--env", "A=1");
+    assertEquals("ml", job.queue());
+    assertEquals(2, job.gang().workers(), "the command line wins");
+    assertEquals(2048, job.resources().get(TaskType.WORKER).memoryMb());
+    assertEquals(Map.of("KERAS_BACKEND", "tensorflow", "A", "1"), job.environment());
+    assertEquals(new YarnJob.Placement(Optional.of("gpu"), Optional.of(Duration.ofHours(12))), job.placement());
+    assertEquals(job, YarnJob.fromEnvironmentValue(job.toEnvironmentValue()));
+  }
+
+  @Test
   void defaultsAreOneWorkerOfOneGigabyteAndTheDefaultQueue() {
     YarnJob job = parse("--command", "true");
     assertEquals("1 worker (untracked: evaluator, ps)", job.gang().toString());
@@ -76,7 +91,13 @@ class SubmitCommandTest {
         Map.entry(List.of("--command", "x", "--untracked", "worker"),
             "every task of the gang (1 worker) is untracked (worker), so nothing would end the job; track the chief "
                 + "or the workers"),
-        Map.entry(List.of("--command", "x", "--max-attempts", "0"), "--max-attempts must be an integer >= 1, was '0'"));
+        Map.entry(List.of("--command", "x", "--max-attempts", "0"), "--max-attempts must be an integer >= 1, was '0'"),
+        Map.entry(List.of("--command", "x", "--conf", "/nonexistent/job.properties"),
+            "--conf /nonexistent/job.properties cannot be read: no such file"),
+        Map.entry(List.of("--command", "x", "--files", "/nonexistent/train.py"),
+            "--files: /nonexistent/train.py is not a readable file"),
+        Map.entry(List.of("--command", "x", "--app-timeout", "soon"),
+            "--app-timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was 'soon'"));
     cases.forEach((args, message) -> {
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       ByteArrayOutputStream err = new ByteArrayOutputStream();
@@ -96,7 +117,7 @@ class SubmitCommandTest {
     String help = out.toString(StandardCharsets.UTF_8);
     for (String option : List.of("--name", "--queue", "--command", "--<type>-instances", "--<type>-memory",
         "--<type>-vcores", "--<type>-gpus", "--<type>-command", "--env", "--max-attempts", "--gang-timeout",
-        "--output-dir", "--untracked")) {
+        "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout", "--conf", "--local")) {
       assertTrue(help.contains(option), option);
     }
     ByteArrayOutputStream top = new ByteArrayOutputStream();

@@ -188,7 +188,7 @@ public final class ApplicationMaster {
       Deque<ContainerRequest> requests = new ArrayDeque<>();
       for (int i = 0; i < job.gang().count(type); i++) {
         ContainerRequest request = new ContainerRequest(resource(job.resources().get(type)), null, null,
-            Priority.newInstance(priority(type)));
+            Priority.newInstance(priority(type)), true, job.placement().nodeLabel().orElse(null));
         rm.addContainerRequest(request);
         requests.add(request);
       }

@@ -25,6 +25,7 @@ import org.apache.hadoop.yarn.api.ApplicationConstants;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
+import org.apache.hadoop.yarn.api.records.ApplicationTimeoutType;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 import org.apache.hadoop.yarn.api.records.Resource;
 import org.apache.hadoop.yarn.api.records.YarnApplicationState;
@@ -73,6 +74,9 @@ public final class MusterClient implements AutoCloseable {
     // The master restarts the gang itself; a lost master ends the job (its executors end their commands).
     context.setMaxAppAttempts(1);
     context.setResource(MASTER);
+    job.placement().nodeLabel().ifPresent(context::setNodeLabelExpression);
+    job.placement().lifetime().ifPresent(lifetime ->
+        context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
     String command = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java -Xmx256m -cp "
         + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"

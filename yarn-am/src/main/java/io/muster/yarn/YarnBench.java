@@ -91,7 +91,7 @@ public final class YarnBench {
     resources.put(TaskType.WORKER, new YarnJob.Resources(256, 1, 0));
     return new YarnJob("muster-bench", "default", GangSpec.workers(workers), resources,
         Map.of(TaskType.WORKER, command), Map.of(), attempts, Duration.ofMinutes(2), Optional.empty(),
-        Arrays.asList(System.getProperty("java.class.path").split(":")), List.of());
+        Arrays.asList(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
   }
 
   private static ApplicationReport runWatchingMaster(MusterClient client, YarnJob job, AtomicLong peakRss)

@@ -32,10 +32,25 @@ import java.util.Set;
  * @param outputDir {@code MUSTER_OUTPUT_DIR}, when given
  * @param classpath the jars and directories of Muster's runtime, as every NodeManager sees them
  * @param shipped files and archives every container gets in its working directory
+ * @param placement where the containers may run and how long the application may live
  */
 public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
     Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Duration gangTimeout,
-    Optional<String> outputDir, List<String> classpath, List<Shipped> shipped) {
+    Optional<String> outputDir, List<String> classpath, List<Shipped> shipped, Placement placement) {
+
+  /**
+   * @param nodeLabel the node-label expression for every container, the master's included
+   * @param lifetime YARN ends the application when it has run this long ({@code LIFETIME} timeout)
+   */
+  public record Placement(Optional<String> nodeLabel, Optional<Duration> lifetime) {
+    public static final Placement ANYWHERE = new Placement(Optional.empty(), Optional.empty());
+
+    public Placement {
+      if (lifetime.filter(d -> d.toSeconds() < 1).isPresent()) {
+        throw new IllegalArgumentException("the application timeout must be at least 1 s, was " + lifetime.get());
+      }
+    }
+  }
 
   /**
    * A file (or an archive, which YARN unpacks) in every container's working directory under
@@ -117,12 +132,12 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
 
   public YarnJob withOutputDir(String dir) {
     return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout,
-        Optional.of(dir), classpath, shipped);
+        Optional.of(dir), classpath, shipped, placement);
   }
 
   public YarnJob withShipped(List<Shipped> files) {
     return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout, outputDir,
-        classpath, files);
+        classpath, files, placement);
   }
 
   /** The task types the gang has, in member order. */
@@ -155,6 +170,8 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     out.put("classpath", classpath);
     out.put("shipped", shipped.stream().map(f -> Map.of("name", f.name(), "uri", f.uri(), "archive", f.archive(),
         "size", f.size(), "modified", f.modified())).toList());
+    out.put("node_label", placement.nodeLabel().orElse(null));
+    out.put("lifetime_s", placement.lifetime().map(Duration::toSeconds).orElse(null));
     return Json.write(out);
   }
 
@@ -197,7 +214,9 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"),
         ((List<Map<String, Object>>) in.get("shipped")).stream().map(f -> new Shipped((String) f.get("name"),
             (String) f.get("uri"), (Boolean) f.get("archive"), ((BigDecimal) f.get("size")).longValueExact(),
-            ((BigDecimal) f.get("modified")).longValueExact())).toList());
+            ((BigDecimal) f.get("modified")).longValueExact())).toList(),
+        new Placement(Optional.ofNullable((String) in.get("node_label")),
+            Optional.ofNullable((BigDecimal) in.get("lifetime_s")).map(d -> Duration.ofSeconds(d.longValueExact()))));
   }
 
   private static int number(Object raw) {

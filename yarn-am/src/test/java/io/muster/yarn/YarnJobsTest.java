@@ -30,6 +30,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.api.records.YarnApplicationState;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -65,7 +66,7 @@ class YarnJobsTest {
     }
     return new YarnJob("muster-test", "default", gang, resources, commands, Map.of("GREETING", "hello"),
         maxAttempts, gangTimeout, Optional.of("file:///tmp/muster-test-out"),
-        List.of(System.getProperty("java.class.path").split(":")), List.of());
+        List.of(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
   }
 
   private static ApplicationReport runToEnd(YarnJob job) throws Exception {
@@ -210,6 +211,17 @@ class YarnJobsTest {
     assertEquals(2, printed.stream().filter(l -> l.equals("from the archive")).count(), printed.toString());
     FileSystem fs = FileSystem.get(local.configuration());
     assertFalse(fs.exists(MusterClient.stagingDir(fs, id.toString())), "the master deleted the staged files");
+  }
+
+  @Test
+  void yarnEndsAJobThatOutlivesItsApplicationTimeout() throws Exception {
+    YarnJob job = job(GangSpec.workers(1), "exec sleep 600", 128, 1, Duration.ofMinutes(2));
+    job = new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
+        job.maxAttempts(), job.gangTimeout(), job.outputDir(), job.classpath(), job.shipped(),
+        new YarnJob.Placement(Optional.empty(), Optional.of(Duration.ofSeconds(5))));
+    ApplicationReport report = client.follow(client.submit(job), LIMIT, line -> { });
+    assertEquals(YarnApplicationState.KILLED, report.getYarnApplicationState(), report.getDiagnostics());
+    assertTrue(report.getDiagnostics().contains("exceeded the lifetime"), report.getDiagnostics());
   }
 
   @Test
