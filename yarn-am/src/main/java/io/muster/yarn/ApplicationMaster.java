@@ -75,6 +75,8 @@ public final class ApplicationMaster {
   private static final int UNCOUNTED_ATTEMPTS = 10;
 
   private final YarnJob job;
+  /** YARN's attempt of this master: 1, or 2 when YARN restarted a master that was lost. */
+  private final int masterAttempt;
   private final AMRMClient<ContainerRequest> rm;
   private final NMClient nm;
   private final GangEndpoint endpoint;
@@ -85,9 +87,10 @@ public final class ApplicationMaster {
   private volatile String state = "running";
   private volatile String diagnostics = "";
 
-  private ApplicationMaster(YarnJob job, AMRMClient<ContainerRequest> rm, NMClient nm, GangEndpoint endpoint,
-      HostPort address, ByteBuffer containerTokens) {
+  private ApplicationMaster(YarnJob job, int masterAttempt, AMRMClient<ContainerRequest> rm, NMClient nm,
+      GangEndpoint endpoint, HostPort address, ByteBuffer containerTokens) {
     this.job = job;
+    this.masterAttempt = masterAttempt;
     this.rm = rm;
     this.nm = nm;
     this.endpoint = endpoint;
@@ -114,17 +117,16 @@ public final class ApplicationMaster {
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort(host, 0), Security.of(token))) {
       GangEndpoint endpoint = new GangEndpoint();
       server.addService(endpoint);
-      ApplicationMaster master = new ApplicationMaster(job, rm, nm, endpoint, server.address(),
-          containerTokens(credentials));
+      ContainerId self = ContainerId.fromString(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name()));
+      ApplicationMaster master = new ApplicationMaster(job, self.getApplicationAttemptId().getAttemptId(), rm, nm,
+          endpoint, server.address(), containerTokens(credentials));
       try (StatusPage page = new StatusPage(host, master::status)) {
         rm.registerApplicationMaster(host, server.port(), page.url());
         Outcome outcome = master.run();
         log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
         master.state = outcome.status() == FinalApplicationStatus.SUCCEEDED ? "succeeded" : "failed";
         master.diagnostics = outcome.diagnostics();
-        master.deleteStagedFiles(conf, ContainerId.fromString(
-            System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).getApplicationAttemptId()
-            .getApplicationId().toString());
+        master.deleteStagedFiles(conf, self.getApplicationAttemptId().getApplicationId().toString());
         rm.unregisterApplicationMaster(outcome.status(), outcome.diagnostics(), page.url());
       }
     } finally {
@@ -154,9 +156,16 @@ public final class ApplicationMaster {
 
   Outcome run() throws IOException, YarnException, InterruptedException {
     List<String> failures = new ArrayList<>();
+    if (masterAttempt > 1) {
+      failures.add("the master was lost and YARN started it again (master attempt " + masterAttempt + "); "
+          + "the gang starts over with MUSTER_ATTEMPT counting on, so commands resume from their backups");
+      log.warn(failures.get(0));
+    }
+    // A restarted master numbers its attempts after every number the lost one could have used.
+    int firstNumber = (masterAttempt - 1) * (job.maxAttempts() + UNCOUNTED_ATTEMPTS);
     int counted = 0; // attempts that count against maxAttempts: not those YARN took away (preemption, a lost node)
     for (int n = 0; counted < job.maxAttempts() && n < job.maxAttempts() + UNCOUNTED_ATTEMPTS; n++) {
-      Attempt attempt = new Attempt(n, job.gang(), job.gangTimeout());
+      Attempt attempt = new Attempt(firstNumber + n, job.gang(), job.gangTimeout());
       current = attempt;
       endpoint.start(attempt);
       AttemptResult result = runAttempt(attempt);

@@ -43,6 +43,8 @@ public final class MusterClient implements AutoCloseable {
 
   /** The ApplicationMaster's container. */
   static final Resource MASTER = Resource.newInstance(512, 1);
+  /** How many times YARN starts the master: once more after it is lost. */
+  static final int MASTER_ATTEMPTS = 2;
   private static final Duration POLL = Duration.ofMillis(250);
   private static final EnumSet<YarnApplicationState> FINAL = EnumSet.of(YarnApplicationState.FINISHED,
       YarnApplicationState.FAILED, YarnApplicationState.KILLED);
@@ -71,8 +73,9 @@ public final class MusterClient implements AutoCloseable {
     context.setApplicationName(job.name());
     context.setQueue(job.queue());
     context.setApplicationType("MUSTER");
-    // The master restarts the gang itself; a lost master ends the job (its executors end their commands).
-    context.setMaxAppAttempts(1);
+    // The master restarts the gang itself; YARN restarts a lost master once (its containers are ended with it,
+    // and the new master starts the gang again).
+    context.setMaxAppAttempts(MASTER_ATTEMPTS);
     context.setResource(MASTER);
     job.placement().nodeLabel().ifPresent(context::setNodeLabelExpression);
     job.placement().lifetime().ifPresent(lifetime ->

@@ -31,6 +31,7 @@ import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 import org.apache.hadoop.yarn.api.records.YarnApplicationState;
+import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -222,6 +223,45 @@ class YarnJobsTest {
     ApplicationReport report = client.follow(client.submit(job), LIMIT, line -> { });
     assertEquals(YarnApplicationState.KILLED, report.getYarnApplicationState(), report.getDiagnostics());
     assertTrue(report.getDiagnostics().contains("exceeded the lifetime"), report.getDiagnostics());
+  }
+
+  @Test
+  void aLostMasterIsStartedAgainByYarnAndItsNewGangCarriesOnWithAHigherAttempt() throws Exception {
+    String command = "echo $$ > " + dir + "/pid-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
+        + "echo $MUSTER_ATTEMPT >> " + dir + "/attempts-$MUSTER_TASK_INDEX; "
+        + "n=0; while [ ! -f " + dir + "/release ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done";
+    ApplicationId id = client.submit(job(GangSpec.workers(2), command, 128, 1, Duration.ofMinutes(2)));
+    Eventually.within(Duration.ofSeconds(90), "the first master's gang runs", () ->
+        Files.exists(dir.resolve("pid-0-0")) && Files.exists(dir.resolve("pid-0-1")));
+    // the master is lost: YARN's administrative "fail this attempt" (yarn applicationattempt -fail) ends it
+    try (YarnClient yarn = YarnClient.createYarnClient()) {
+      yarn.init(local.configuration());
+      yarn.start();
+      yarn.failApplicationAttempt(client.report(id).getCurrentApplicationAttemptId());
+    }
+    Eventually.within(Duration.ofSeconds(120), "the restarted master's gang runs", () ->
+        lineCount(dir.resolve("attempts-0")) == 2 && lineCount(dir.resolve("attempts-1")) == 2);
+    Files.createFile(dir.resolve("release"));
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
+
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    assertTrue(report.getDiagnostics().contains("the master was lost and YARN started it again (master attempt 2)"),
+        report.getDiagnostics());
+    List<String> attempts = Files.readAllLines(dir.resolve("attempts-0"));
+    assertEquals("0", attempts.get(0));
+    assertTrue(Integer.parseInt(attempts.get(1)) > 0, "the new gang's MUSTER_ATTEMPT counts on: " + attempts);
+    for (int i = 0; i < 2; i++) {
+      long pid = Long.parseLong(Files.readString(dir.resolve("pid-0-" + i)).trim());
+      Eventually.within(Duration.ofSeconds(30), "the lost master's worker " + i + " has ended", () -> !Pids.running(pid));
+    }
+  }
+
+  private static long lineCount(Path file) {
+    try {
+      return Files.exists(file) ? Files.readAllLines(file).size() : 0;
+    } catch (java.io.IOException e) {
+      return 0;
+    }
   }
 
   @Test
