@@ -78,14 +78,14 @@ final class SubmitCommand {
     }
     YarnJob job = parse(args, List.of(System.getProperty("java.class.path").split(":")));
     if (!args.contains("--local")) {
-      return submit(job, cluster.get(), out, err, id -> { });
+      return submit(job, cluster.get(), true, out, err, id -> { });
     }
     Path dir = Files.createTempDirectory("muster-local-yarn-");
     try (LocalYarn local = LocalYarn.start(dir)) {
       out.println("muster submit: started a local YARN cluster and HDFS (" + local.configuration().get("fs.defaultFS")
           + ")");
       ApplicationId[] submitted = new ApplicationId[1];
-      int code = submit(job, local.configuration(), out, err, id -> submitted[0] = id);
+      int code = submit(job, local.configuration(), false, out, err, id -> submitted[0] = id);
       if (submitted[0] != null) {
         for (Path log : local.containerLogs(submitted[0].toString())) {
           out.println("== " + log.getParent().getFileName() + " " + log.getFileName() + " ==");
@@ -110,9 +110,10 @@ final class SubmitCommand {
     return 0;
   }
 
-  private static int submit(YarnJob job, Configuration conf, PrintStream out, PrintStream err,
+  /** @param stageRuntime copy Muster's jars to the cluster (not needed when it runs in this process) */
+  private static int submit(YarnJob job, Configuration conf, boolean stageRuntime, PrintStream out, PrintStream err,
       Consumer<ApplicationId> submitted) throws Exception {
-    try (MusterClient client = new MusterClient(conf)) {
+    try (MusterClient client = new MusterClient(conf, stageRuntime)) {
       ApplicationId id = client.submit(job);
       submitted.accept(id);
       out.println("muster submit: " + id + " submitted to queue " + job.queue() + " (" + job.gang() + ")");

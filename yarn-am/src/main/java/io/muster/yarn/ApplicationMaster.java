@@ -313,7 +313,9 @@ public final class ApplicationMaster {
 
   /** The node's Hadoop configuration directory, then Muster's runtime. */
   static String classpath(YarnJob job) {
-    return ApplicationConstants.Environment.HADOOP_CONF_DIR.$$() + ":" + String.join(":", job.classpath());
+    // quoted: a staged runtime's class path is the container directory's "*", which the shell must not expand
+    return "\"" + ApplicationConstants.Environment.HADOOP_CONF_DIR.$$() + ":" + String.join(":", job.classpath())
+        + "\"";
   }
 
   /** The master's credentials for the containers: the job token and delegation tokens, never the AMRMToken. */

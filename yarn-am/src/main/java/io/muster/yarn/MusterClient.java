@@ -36,8 +36,11 @@ import org.apache.hadoop.yarn.exceptions.YarnException;
 /**
  * Submits a {@link YarnJob} to YARN and follows it: the client side of {@code muster submit}.
  * A fresh job token is made for every submission and travels only in the containers'
- * credentials. The runtime's jars are named by {@link YarnJob#classpath()}, as every NodeManager
- * sees them (a shared installation, or this machine for an in-process cluster).
+ * credentials. Muster's runtime ({@link YarnJob#classpath()}, this machine's jars and class
+ * directories) is either used where it is, which is right when every NodeManager sees the same
+ * paths (an in-process cluster, a shared installation), or staged: each entry copied once, by
+ * content, to {@code <home>/.muster/lib/} on the cluster's file system and localized into every
+ * container, so later submissions upload nothing that has not changed.
  */
 public final class MusterClient implements AutoCloseable {
 
@@ -52,9 +55,17 @@ public final class MusterClient implements AutoCloseable {
   private final YarnClient yarn;
   private final Configuration conf;
   private final String site;
+  private final boolean stageRuntime;
 
+  /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */
   public MusterClient(Configuration conf) {
+    this(conf, false);
+  }
+
+  /** @param stageRuntime whether to stage the runtime's jars on the cluster's file system */
+  public MusterClient(Configuration conf, boolean stageRuntime) {
     this.conf = conf;
+    this.stageRuntime = stageRuntime;
     site = SiteConfiguration.encode(conf);
     yarn = YarnClient.createYarnClient();
     yarn.init(conf);
@@ -84,7 +95,7 @@ public final class MusterClient implements AutoCloseable {
         + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
-    context.setAMContainerSpec(ContainerLaunchContext.newInstance(Map.of(),
+    context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
         Map.of(ApplicationMaster.JOB_ENV, job.toEnvironmentValue(),
         SiteConfiguration.ENV, site), List.of(command), null, credentials(newToken()), null));
     yarn.submitApplication(context);
@@ -115,13 +126,20 @@ public final class MusterClient implements AutoCloseable {
   }
 
   private YarnJob stage(YarnJob job, ApplicationId id) throws IOException {
-    if (job.shipped().isEmpty()) {
+    if (stageRuntime) {
+      job = RuntimeStaging.stage(FileSystem.get(conf), job);
+    }
+    if (job.shipped().stream().allMatch(f -> f.size() > 0)) {
       return job;
     }
     FileSystem fs = FileSystem.get(conf);
     Path dir = stagingDir(fs, id.toString());
     List<YarnJob.Shipped> staged = new ArrayList<>();
     for (YarnJob.Shipped file : job.shipped()) {
+      if (file.size() > 0) { // staged already (the runtime)
+        staged.add(file);
+        continue;
+      }
       // under its own file name (YARN unpacks an archive by its extension), in a directory per link name
       Path source = new Path(URI.create(file.uri()));
       Path target = new Path(new Path(dir, file.name()), source.getName());

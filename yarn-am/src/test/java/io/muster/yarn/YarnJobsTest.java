@@ -265,6 +265,31 @@ class YarnJobsTest {
   }
 
   @Test
+  void aStagedRuntimeRunsFromTheClustersFileSystemAndIsUploadedOnce() throws Exception {
+    try (MusterClient staging = new MusterClient(local.configuration(), true)) {
+      YarnJob job = job(GangSpec.workers(1), "echo \"runtime from $(pwd)\"", 128, 1, Duration.ofMinutes(2));
+      ApplicationReport first = staging.follow(staging.submit(job), LIMIT, line -> { });
+      assertEquals(FinalApplicationStatus.SUCCEEDED, first.getFinalApplicationStatus(), first.getDiagnostics());
+      FileSystem fs = FileSystem.get(local.configuration());
+      org.apache.hadoop.fs.Path lib = new org.apache.hadoop.fs.Path(fs.getHomeDirectory(), ".muster/lib");
+      Map<String, Long> uploaded = new java.util.TreeMap<>();
+      for (var status : fs.listStatus(lib)) {
+        uploaded.put(status.getPath().getName(), status.getModificationTime());
+      }
+      assertTrue(uploaded.keySet().stream().anyMatch(n -> n.endsWith("-classes.jar")), "class directories are "
+          + "packed into jars: " + uploaded.keySet());
+
+      ApplicationReport second = staging.follow(staging.submit(job), LIMIT, line -> { });
+      assertEquals(FinalApplicationStatus.SUCCEEDED, second.getFinalApplicationStatus(), second.getDiagnostics());
+      Map<String, Long> after = new java.util.TreeMap<>();
+      for (var status : fs.listStatus(lib)) {
+        after.put(status.getPath().getName(), status.getModificationTime());
+      }
+      assertEquals(uploaded, after, "nothing that had not changed was uploaded again");
+    }
+  }
+
+  @Test
   void aWorkerThatFailsOnTheFirstAttemptRestartsTheWholeGangWhichThenSucceeds() throws Exception {
     String command = "echo \"$MUSTER_ATTEMPT\" >> " + dir + "/attempts-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then "
