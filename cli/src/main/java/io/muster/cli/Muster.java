@@ -66,7 +66,9 @@ public final class Muster {
       err.println("muster " + args.get(0) + ": interrupted");
       return 1;
     } catch (Exception e) { // YARN's client: the cluster is unreachable, the application unknown, …
-      err.println("muster " + args.get(0) + ": " + e.getMessage());
+      // Hadoop's remote exceptions carry the server's stack trace in their message: its first line is the cause
+      String message = String.valueOf(e.getMessage());
+      err.println("muster " + args.get(0) + ": " + message.lines().findFirst().orElse(e.toString()));
       return 1;
     }
   }
