@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.stream.Stream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
@@ -287,6 +288,41 @@ class YarnJobsTest {
       }
       assertEquals(uploaded, after, "nothing that had not changed was uploaded again");
     }
+  }
+
+  /** Headless Chromium (Debian's {@code chromium} package) loads the page while the job runs: every task, its state. */
+  @Test
+  void theStatusPageRendersInHeadlessChromium() throws Exception {
+    Optional<Path> chromium = Stream.of("/usr/bin/chromium", "/usr/bin/chromium-browser").map(Path::of)
+        .filter(Files::isExecutable).findFirst();
+    org.junit.jupiter.api.Assumptions.assumeTrue(chromium.isPresent(),
+        "headless Chromium is not installed here (Debian: apt-get install chromium); the page's HTML and JSON are "
+            + "checked without it in theStatusPageListsEveryTaskWithItsStateAndTfConfigWhileTheJobRuns");
+    Path release = dir.resolve("release");
+    String command = "n=0; while [ ! -f " + release + " ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done";
+    ApplicationId id = client.submit(job(GangSpec.of(1, 2, 0, 0), command, 128, 1, Duration.ofMinutes(2)));
+    String[] dom = {""};
+    Eventually.within(Duration.ofSeconds(120), "Chromium shows the three tasks running", () -> {
+      try {
+        String url = client.report(id).getOriginalTrackingUrl();
+        if (url == null || !url.startsWith("http")) {
+          return false;
+        }
+        Process p = new ProcessBuilder(chromium.get().toString(), "--headless", "--no-sandbox", "--disable-gpu",
+            "--dump-dom", url).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        dom[0] = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS);
+      } catch (Exception e) {
+        return false;
+      }
+      return dom[0].split("<td class=\"state\">running</td>", -1).length - 1 == 3;
+    });
+    Files.createFile(release);
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
+    for (String task : List.of("chief 0", "worker 0", "worker 1")) {
+      assertTrue(dom[0].contains("<td>" + task + "</td>"), task + " in " + dom[0]);
+    }
+    assertTrue(dom[0].contains("state <b id=\"state\">running</b>"), dom[0]);
   }
 
   @Test
