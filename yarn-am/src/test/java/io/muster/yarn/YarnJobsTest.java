@@ -80,28 +80,30 @@ class YarnJobsTest {
     return report;
   }
 
+  /** A Python command checks its TF_CONFIG against its peers' (check_tf_config.py); the workers and the ps never exit. */
   @Test
   void aParameterServerGangSucceedsWithTheChiefAndItsServingTasksAreEnded() throws Exception {
-    // every task leaves its TF_CONFIG and pid; the chief waits for all four, then exits 0
-    String command = "printf '%s' \"$TF_CONFIG\" > " + dir + "/tf-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; "
-        + "echo $$ > " + dir + "/pid-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; "
-        + "echo \"$GREETING $MUSTER_NUM_WORKERS $MUSTER_IS_CHIEF $MUSTER_OUTPUT_DIR\" > " + dir
-        + "/env-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; "
-        + "if [ \"$MUSTER_TASK_TYPE\" = chief ]; then "
-        + "n=0; while [ $(ls " + dir + " | grep -c '^pid-') -lt 4 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done; "
-        + "exit 0; fi; exec sleep 600";
-    ApplicationReport report = runToEnd(job(GangSpec.of(1, 2, 1, 0), command, 128, 1, Duration.ofMinutes(2)));
+    Path script = dir.resolve("check_tf_config.py");
+    try (var in = YarnJobsTest.class.getResourceAsStream("/check_tf_config.py")) {
+      Files.copy(in, script);
+    }
+    Path shared = Files.createDirectories(dir.resolve("shared"));
+    String command = "echo \"$GREETING $MUSTER_NUM_WORKERS $MUSTER_IS_CHIEF $MUSTER_OUTPUT_DIR\" > " + dir
+        + "/env-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; exec python3 " + script + " " + shared;
+    ApplicationId id = client.submit(job(GangSpec.of(1, 2, 1, 0), command, 128, 1, Duration.ofMinutes(2)));
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
 
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
     assertEquals("succeeded on attempt 1 of 1", report.getDiagnostics());
-    TfConfig chief = TfConfig.parse(Files.readString(dir.resolve("tf-chief-0")));
+    List<String> printed = new ArrayList<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      printed.addAll(Files.readAllLines(log));
+    }
+    assertTrue(printed.contains("checked 4 tasks: all agree"), printed.toString());
+    TfConfig chief = TfConfig.parse(Files.readString(shared.resolve("tf-chief-0")));
     assertEquals(Set.of("chief", "worker", "ps"), chief.cluster().jobs());
-    assertEquals(4, chief.cluster().allTasks().size());
     for (String task : List.of("chief-0", "worker-0", "worker-1", "ps-0")) {
-      TfConfig config = TfConfig.parse(Files.readString(dir.resolve("tf-" + task)));
-      assertEquals(chief.cluster(), config.cluster(), task + " sees the same cluster");
-      assertEquals(task.replace('-', ' '), config.requireTask().toString());
-      long pid = Long.parseLong(Files.readString(dir.resolve("pid-" + task)).trim());
+      long pid = Long.parseLong(Files.readString(shared.resolve("pid-" + task)).trim());
       Eventually.within(Duration.ofSeconds(30), task + "'s command has ended", () -> !Pids.running(pid));
     }
     assertEquals("hello 3 true file:///tmp/muster-test-out", Files.readString(dir.resolve("env-chief-0")).trim());
