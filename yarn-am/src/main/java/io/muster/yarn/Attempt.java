@@ -35,6 +35,7 @@ final class Attempt {
     Integer exitCode;
     List<String> stderrTail = List.of();
     boolean containerDone;
+    boolean endedByMaster;
     final Instant allocated = Instant.now();
     Instant registered;
     Instant exited;
@@ -47,7 +48,7 @@ final class Attempt {
     }
 
     String state() {
-      return exitCode != null ? "exited " + exitCode : containerDone ? "container ended"
+      return exitCode != null ? (endedByMaster ? "ended" : "exited " + exitCode) : containerDone ? "container ended"
           : registered != null ? "running" : "starting";
     }
   }
@@ -118,11 +119,17 @@ final class Attempt {
 
   /** A command's exit, as its executor reported it or as YARN reported its container's. */
   synchronized EndOfJob.Verdict exited(TaskId task, int code, List<String> stderrTail) {
+    return exited(task, code, stderrTail, false);
+  }
+
+  /** @param endedByMaster the executor ended the command because the master said so (END or ABORT) */
+  synchronized EndOfJob.Verdict exited(TaskId task, int code, List<String> stderrTail, boolean endedByMaster) {
     Member m = member(task);
     if (m.exitCode != null) {
       return endOfJob.verdict();
     }
     m.exitCode = code;
+    m.endedByMaster = endedByMaster;
     m.stderrTail = List.copyOf(stderrTail);
     m.exited = Instant.now();
     return endOfJob.exited(task, code);

@@ -102,7 +102,8 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
       return;
     }
     TaskId task = taskOf(request.getTask());
-    EndOfJob.Verdict verdict = attempt.exited(task, request.getExitCode(), request.getStderrTailList());
+    EndOfJob.Verdict verdict = attempt.exited(task, request.getExitCode(), request.getStderrTailList(),
+        request.getEndedByRequest());
     log.info("attempt {}: {} exited with code {}{}; the job is {}", attempt.number + 1, task, request.getExitCode(),
         request.getEndedByRequest() ? " (ended by the master)" : "", describe(verdict));
     response.onNext(ExitedResponse.getDefaultInstance());

@@ -1,7 +1,11 @@
 package io.muster.yarn;
 
+import io.muster.cluster.Json;
 import java.io.IOException;
 import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -10,10 +14,13 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.Consumer;
+import java.util.stream.Collectors;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -56,6 +63,7 @@ public final class MusterClient implements AutoCloseable {
   private final Configuration conf;
   private final String site;
   private final boolean stageRuntime;
+  private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
 
   /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */
   public MusterClient(Configuration conf) {
@@ -104,12 +112,14 @@ public final class MusterClient implements AutoCloseable {
 
   /**
    * Follows the application until it ends or {@code limit} passes, telling {@code progress} each
-   * change of state; returns the last report.
+   * change of state, and while it runs each change of its gang as the master's status page shows it
+   * ({@code attempt 1: chief 1 running; worker 1 running, 1 starting}); returns the last report.
    */
   public ApplicationReport follow(ApplicationId id, Duration limit, Consumer<String> progress)
       throws IOException, YarnException, InterruptedException {
     Instant deadline = Instant.now().plus(limit);
     String last = null;
+    String lastGang = null;
     while (true) {
       ApplicationReport report = yarn.getApplicationReport(id);
       String state = report.getYarnApplicationState() + (report.getTrackingUrl() == null
@@ -118,10 +128,47 @@ public final class MusterClient implements AutoCloseable {
         progress.accept(id + " " + state);
         last = state;
       }
+      if (report.getYarnApplicationState() == YarnApplicationState.RUNNING) {
+        String gang = gangProgress(report.getOriginalTrackingUrl()).orElse(lastGang);
+        if (gang != null && !gang.equals(lastGang)) {
+          progress.accept(id + " " + gang);
+          lastGang = gang;
+        }
+      }
       if (FINAL.contains(report.getYarnApplicationState()) || Instant.now().isAfter(deadline)) {
         return report;
       }
       Thread.sleep(POLL.toMillis());
+    }
+  }
+
+  /** The gang's state from the master's {@code status.json}; empty while the page cannot be read. */
+  @SuppressWarnings("unchecked")
+  private Optional<String> gangProgress(String trackingUrl) {
+    if (trackingUrl == null || !trackingUrl.startsWith("http")) {
+      return Optional.empty();
+    }
+    try {
+      HttpResponse<String> response = http.send(HttpRequest.newBuilder(URI.create(trackingUrl + "status.json"))
+          .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.ofString());
+      Map<String, Object> status = (Map<String, Object>) Json.parse(response.body());
+      Map<String, Map<String, Integer>> byType = new LinkedHashMap<>();
+      for (Map<String, Object> task : (List<Map<String, Object>>) status.get("tasks")) {
+        byType.computeIfAbsent((String) task.get("type"), t -> new LinkedHashMap<>())
+            .merge((String) task.get("state"), 1, Integer::sum);
+      }
+      if (byType.isEmpty()) {
+        return Optional.empty();
+      }
+      return Optional.of("attempt " + status.get("attempt") + ": " + byType.entrySet().stream()
+          .map(e -> e.getKey() + " " + e.getValue().entrySet().stream().map(s -> s.getValue() + " " + s.getKey())
+              .collect(Collectors.joining(", ")))
+          .collect(Collectors.joining("; ")));
+    } catch (IOException | RuntimeException e) {
+      return Optional.empty(); // the page is not up yet, or the master is gone
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return Optional.empty();
     }
   }
 

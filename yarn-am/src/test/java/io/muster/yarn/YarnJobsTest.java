@@ -116,6 +116,17 @@ class YarnJobsTest {
     Path release = dir.resolve("release");
     String command = "n=0; while [ ! -f " + release + " ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done";
     ApplicationId id = client.submit(job(GangSpec.of(1, 1, 0, 0), command, 128, 1, Duration.ofMinutes(2)));
+    List<String> progress = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.concurrent.CompletableFuture<ApplicationReport> followed = java.util.concurrent.CompletableFuture
+        .supplyAsync(() -> {
+          try {
+            return client.follow(id, LIMIT, progress::add);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+    Eventually.within(Duration.ofSeconds(90), "the client reports the whole gang running", () ->
+        progress.contains(id + " attempt 1: chief 1 running; worker 1 running"));
     HttpClient http = HttpClient.newHttpClient();
     Map<String, Object>[] status = new Map[1];
     String[] page = new String[1];
@@ -136,7 +147,7 @@ class YarnJobsTest {
       return tasks.size() == 2 && tasks.stream().allMatch(t -> "running".equals(t.get("state")));
     });
     Files.createFile(release);
-    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
+    assertEquals(FinalApplicationStatus.SUCCEEDED, followed.get().getFinalApplicationStatus(), progress.toString());
 
     assertEquals("running", status[0].get("state"));
     List<Map<String, Object>> tasks = (List<Map<String, Object>>) status[0].get("tasks");
