@@ -199,9 +199,10 @@ class ExternalCommandTest {
    * every task has started before it exits with {@code chiefExit}.
    */
   private Optional<byte[]> runPsGang(int chiefExit) {
-    String script = "echo $$ > \"" + dir + "/pid-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX\"; "
-        + "echo \"role $MUSTER_TASK_TYPE $MUSTER_TASK_INDEX chief=$MUSTER_IS_CHIEF workers=$MUSTER_NUM_WORKERS "
+    // the role line first: once every pid file is there the chief may exit, and the others are ended
+    String script = "echo \"role $MUSTER_TASK_TYPE $MUSTER_TASK_INDEX chief=$MUSTER_IS_CHIEF workers=$MUSTER_NUM_WORKERS "
         + "shard=$(test -s \"${MUSTER_DATA_FILES:-/nonexistent}\" && basename \"$MUSTER_DATA_FILES\" || echo none)\"; "
+        + "echo $$ > \"" + dir + "/pid-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX\"; "
         + "if [ \"$MUSTER_TASK_TYPE\" = chief ]; then "
         + "  n=0; while [ $(ls \"" + dir + "\" | grep -c '^pid-') -lt 4 ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done; "
         + "  echo chief-result > \"$MUSTER_RESULT_FILE\"; exit " + chiefExit + "; "
