@@ -41,7 +41,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Arguments: {@code [--data FILE.csv|FILE.parquet] [--out ./muster-out] [--workers 4]
  * [--epochs 10] [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K]
- * [--overwrite]}; without {@code --data} the rows are generated. {@code --crash-once-at-epoch K}
+ * [--overwrite] [--drop-nulls]}; without {@code --data} the rows are generated, and a data file is checked
+ * first (see {@link DemoData}; {@code --drop-nulls} skips rows with an empty cell instead of refusing them). {@code --crash-once-at-epoch K}
  * makes worker 1 throw during epoch K of the first run, to watch the gang re-run and resume from
  * the backup. An {@code --out} holding another run's outputs is refused unless {@code --overwrite}
  * (see {@link RunIdentity}); the same run resumes from its backup.
@@ -52,16 +53,19 @@ public final class SparkDemo {
   static final String USAGE = String.join("\n",
       "usage: muster demo [--data FILE.csv|FILE.parquet] [--out muster-out] [--workers 4] [--epochs 10]",
       "                   [--global-batch 64] [--learning-rate 0.2] [--seed 7] [--crash-once-at-epoch K] [--overwrite]",
+      "                   [--drop-nulls]",
       "  softmax regression on Spark local[N] (or spark-submit) with N barrier tasks; without --data the rows are",
-      "  generated; --data needs a 'label' column, every other column numeric; --out may be any Hadoop URI;",
-      "  --overwrite replaces another run's outputs in --out (the same run resumes from its backup)");
+      "  generated; --data needs a 'label' column of integer classes 0, 1, ..., every other column numeric, no",
+      "  empty cells (--drop-nulls skips such rows); --out may be any Hadoop URI; --overwrite replaces another",
+      "  run's outputs in --out (the same run resumes from its backup); bad data: one line naming the file, row",
+      "  and column, exit 1, before training starts");
   private static final int GENERATED_ROWS = 4000;
   private static final int GENERATED_FEATURES = 20;
   private static final int GENERATED_CLASSES = 10;
 
   /** The trained model and where the outputs are. */
-  public record Result(double accuracy, long heldOutRows, String checkpoint, String logs, int attempts,
-      int resumedAtEpoch) {}
+  public record Result(double accuracy, long heldOutRows, int classes, long droppedRows, String checkpoint,
+      String logs, int attempts, int resumedAtEpoch) {}
 
   /** What the chief hands back: the final weights, and which run of the gang trained from which epoch. */
   record Weights(float[] weights, float[] bias, int attempt, int resumedAtEpoch) implements Serializable {}
@@ -70,12 +74,12 @@ public final class SparkDemo {
 
   /** The job's settings, from {@code --name value} arguments. */
   public record Options(String data, String out, int workers, int epochs, int globalBatch, float learningRate,
-      long seed, int crashOnceAtEpoch, boolean overwrite) implements Serializable {
+      long seed, int crashOnceAtEpoch, boolean overwrite, boolean dropNulls) implements Serializable {
 
     public static Options parse(String... args) {
       Map<String, String> o = Args.parse(args, Map.of("--data", "", "--out", "muster-out", "--workers", "4",
           "--epochs", "10", "--global-batch", "64", "--learning-rate", "0.2", "--seed", "7",
-          "--crash-once-at-epoch", "0"), java.util.Set.of("--overwrite"));
+          "--crash-once-at-epoch", "0"), java.util.Set.of("--overwrite", "--drop-nulls"));
       int epochs = Args.positiveInt(o, "--epochs");
       int crash = o.get("--crash-once-at-epoch").equals("0") ? 0 : Args.positiveInt(o, "--crash-once-at-epoch");
       if (crash > epochs) {
@@ -90,7 +94,7 @@ public final class SparkDemo {
       }
       return new Options(Args.data(o, "--data"), o.get("--out"), workers, epochs, globalBatch,
           Args.positiveFloat(o, "--learning-rate"), Args.integer(o, "--seed"), crash,
-          Boolean.parseBoolean(o.get("--overwrite")));
+          Boolean.parseBoolean(o.get("--overwrite")), Boolean.parseBoolean(o.get("--drop-nulls")));
     }
   }
 
@@ -125,8 +129,12 @@ public final class SparkDemo {
         out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%n", r.attempts(),
             r.resumedAtEpoch() + 1);
       }
-      out.printf("held-out accuracy %.4f on %d rows; checkpoints in %s, TensorBoard logs in %s%n",
-          r.accuracy(), r.heldOutRows(), r.checkpoint(), r.logs());
+      if (r.droppedRows() > 0) {
+        out.printf("skipped %d row%s with an empty cell (--drop-nulls)%n", r.droppedRows(),
+            r.droppedRows() == 1 ? "" : "s");
+      }
+      out.printf("held-out accuracy %.4f on %d rows of %d classes; checkpoints in %s, TensorBoard logs in %s%n",
+          r.accuracy(), r.heldOutRows(), r.classes(), r.checkpoint(), r.logs());
       return 0;
     } catch (RuntimeException e) {
       log.debug("muster demo failed", e);
@@ -149,9 +157,18 @@ public final class SparkDemo {
     int workers = options.workers();
     int globalBatch = options.globalBatch();
     long seed = options.seed();
+    Path outDir = new Path(outputUri(options.out()));
+    DemoData.checkWritable(spark.sparkContext().hadoopConfiguration(), outDir);
     Dataset<Row> df = data.isEmpty() ? generated(spark, seed) : read(spark, data);
-    if (!Arrays.asList(df.columns()).contains("label")) {
-      throw new IllegalArgumentException("the data has no 'label' column; columns: " + String.join(", ", df.columns()));
+    long dropped = 0;
+    if (!data.isEmpty() && options.dropNulls()) {
+      long rows = df.count();
+      df = df.na().drop();
+      dropped = rows - df.count();
+    }
+    int classes = data.isEmpty() ? GENERATED_CLASSES : DemoData.check(df, data);
+    if (!data.isEmpty()) {
+      df = DemoData.numeric(df);
     }
     String[] features = Arrays.stream(df.columns()).filter(c -> !c.equals("label")).toArray(String[]::new);
     // Held out: one row in five, chosen by a hash of the row's values and the seed, so the split is
@@ -173,12 +190,17 @@ public final class SparkDemo {
       double sd = moments.isNullAt(2 * i + 1) ? 0 : moments.getDouble(2 * i + 1);
       scale[i] = sd > 1e-9 ? (float) (1 / sd) : 0f;
     }
-    int classes = ((Number) df.agg(functions.max("label")).first().get(0)).intValue() + 1;
     String[] ordered = Arrays.copyOf(features, features.length + 1);
     ordered[features.length] = "label"; // rows reach the tasks as features..., label
     SyntheticBlobs test = toArrays(heldOutRows.select(column(ordered)).collectAsList(), features.length, mean, scale,
         classes);
-    Path outDir = new Path(outputUri(options.out()));
+    long trainRows = train.count();
+    if (trainRows < globalBatch) {
+      throw new DemoData.InvalidInputException((data.isEmpty() ? "the generated data" : data) + " has " + trainRows
+          + " training rows (after holding out 1 in 5), fewer than --global-batch " + globalBatch
+          + ": each of the " + workers + " workers needs a full batch of " + globalBatch / workers
+          + "; give more rows or a smaller --global-batch");
+    }
     try {
       RunIdentity identity = new RunIdentity(data.isEmpty() ? "generated (" + GENERATED_ROWS + " rows of "
           + GENERATED_FEATURES + " features and " + GENERATED_CLASSES + " classes)"
@@ -195,7 +217,7 @@ public final class SparkDemo {
     SoftmaxModel model = new SoftmaxModel(features.length, classes);
     System.arraycopy(weights.weights(), 0, model.weights, 0, model.weights.length);
     System.arraycopy(weights.bias(), 0, model.bias, 0, model.bias.length);
-    return new Result(model.accuracy(test), test.rows(), new Path(outDir, "ckpt").toString(),
+    return new Result(model.accuracy(test), test.rows(), classes, dropped, new Path(outDir, "ckpt").toString(),
         new Path(outDir, "logs").toString(), weights.attempt() + 1,
         weights.resumedAtEpoch());
   }
