@@ -5,6 +5,7 @@ import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.collective.ReduceOp;
 import io.muster.spark.BarrierTrainer;
+import io.muster.spark.RetryableException;
 import io.muster.spark.TrainContext;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import io.muster.summary.SummaryWriter;
@@ -262,7 +263,8 @@ public final class SparkDemo {
           // Everyone meets first, so the crash comes after the previous epoch's backup is complete.
           strategy.barrier("crash-once-at-epoch");
           if (ctx.task().index() == 1 % strategy.numReplicasInSync()) {
-            throw new IllegalStateException("--crash-once-at-epoch " + options.crashOnceAtEpoch() + ": "
+            // Retryable: the driver re-runs the gang for it, as it would for a lost executor.
+            throw new RetryableException("--crash-once-at-epoch " + options.crashOnceAtEpoch() + ": "
                 + ctx.task() + " crashes in epoch " + (epoch + 1) + " of the first run, as asked");
           }
         }

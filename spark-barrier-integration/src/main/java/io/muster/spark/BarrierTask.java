@@ -2,11 +2,15 @@ package io.muster.spark;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.collective.CollectiveException;
 import io.muster.collective.CommunicationOptions;
+import io.muster.coordination.CoordinationException;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
+import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
@@ -76,7 +80,10 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
         } catch (Exception e) {
           // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
           strategy.abort(task + " failed: " + e);
-          throw e;
+          if (ctx.isInterrupted() || isTheClusters(e)) {
+            throw e;
+          }
+          throw new UsersFailureException(task + ": " + e, e);
         }
         List<R> out = strategy.isChief() ? Collections.singletonList(result) : List.of();
         return CollectionConverters.asScala(out.iterator());
@@ -86,5 +93,21 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     } catch (Exception e) {
       throw new IllegalStateException(task + ": the train function failed: " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * Whether a train function's exception is the cluster's, not the function's own: a peer that
+   * died or failed (the runtime's collective, coordination and RPC errors), an interrupt (Spark
+   * killing the task), or a {@link RetryableException} the function threw.
+   */
+  static boolean isTheClusters(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof RetryableException || t instanceof CollectiveException || t instanceof CoordinationException
+          || t instanceof PeerUnavailableException || t instanceof DeadlineExceededException
+          || t instanceof InterruptedException || t instanceof io.grpc.StatusRuntimeException) {
+        return true;
+      }
+    }
+    return false;
   }
 }

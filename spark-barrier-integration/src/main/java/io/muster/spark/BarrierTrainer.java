@@ -50,13 +50,19 @@ import scala.reflect.ClassTag$;
  * task fails, every task of the gang fails with it (the coordination service sees to that) and
  * the whole gang is re-run, up to {@code maxAttempts} times, with {@link TrainContext#attempt()}
  * counting up; a train function using {@link TrainContext#backupAndRestore} resumes where the
- * last backup left it.
+ * last backup left it. Only the cluster's failures are re-run: a task killed or lost, a peer that
+ * died (the runtime's collective, coordination and RPC errors), a command killed by a signal or
+ * past its timeout, a {@link RetryableException}, a command's exit code
+ * {@link ExternalCommand#EX_TEMPFAIL}. Any other exception the train function throws, and any
+ * other non-zero exit code, fails the run at once: it would fail the same way again.
  */
 public final class BarrierTrainer {
 
   private static final Logger log = LoggerFactory.getLogger(BarrierTrainer.class);
   /** Longer address-exchange waits than this are warned about (Spark's default is a year). */
   static final long MAX_BARRIER_SYNC_SECONDS = 3600;
+  static final String NOT_RETRIED = "the train function's own failure, which a re-run would repeat; "
+      + "throw RetryableException, or exit with 75, to have the gang re-run";
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
@@ -147,9 +153,11 @@ public final class BarrierTrainer {
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
-        if (attempt + 1 >= maxAttempts) {
+        boolean retryable = !UsersFailureException.isIn(e);
+        if (attempt + 1 >= maxAttempts || !retryable) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
-              + ": " + withoutStackFrames(e.getMessage()), e);
+              + (retryable || maxAttempts == 1 ? "" : ", not retried (" + NOT_RETRIED + ")") + ": "
+              + withoutStackFrames(e.getMessage()), e);
         }
         log.warn("training attempt {} of {} failed; re-running the whole gang ({}): {}", attempt + 1, maxAttempts,
             gang, e.toString());

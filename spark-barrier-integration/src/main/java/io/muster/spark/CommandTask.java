@@ -140,8 +140,12 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
         return Optional.empty();
       }
       if (code != 0) {
-        String signal = code > 128 ? " (killed by signal " + (code - 128) + ")" : "";
-        throw new IllegalStateException(name + ": `" + command + "` exited with code " + code + signal + tail(process));
+        String failure = name + ": `" + command + "` exited with code " + code
+            + (code > 128 ? " (killed by signal " + (code - 128) + ")" : "") + tail(process);
+        // Killed by a signal, or asking for a re-run (sysexits' EX_TEMPFAIL): the driver may retry.
+        // Any other code is the command's own answer, which a re-run would repeat.
+        throw code > 128 || code == ExternalCommand.EX_TEMPFAIL ? new IllegalStateException(failure)
+            : new UsersFailureException(failure);
       }
       log.info("{}: {} finished", name, command);
       return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();

@@ -139,7 +139,7 @@ class BarrierTrainerTest {
       float[] w = {resume.map(p -> p.variables().get("w").floats()[0]).orElse(0f)};
       for (int epoch = firstEpoch; epoch < 4; epoch++) {
         if (ctx.attempt() == 0 && epoch == 2 && ctx.task().index() == 1) {
-          throw new IllegalStateException("simulated crash of worker 1 in epoch 2");
+          throw new RetryableException("simulated crash of worker 1 in epoch 2");
         }
         float[] one = {1};
         ctx.strategy().allReduce(List.of(one)); // MEAN of ones: 1 on every replica
@@ -154,6 +154,64 @@ class BarrierTrainerTest {
     java.time.Duration took = java.time.Duration.ofNanos(System.nanoTime() - start);
     assertTrue(took.compareTo(java.time.Duration.ofSeconds(30)) < 0, "the failed gang fails fast: " + took);
     assertTrue(!java.nio.file.Files.exists(tmp.resolve("backup").resolve("chief")), "the backup is gone after success");
+  }
+
+  @Test
+  void aTrainFunctionsOwnExceptionFailsTheRunOnceWithoutRetrying(@TempDir Path tmp) throws Exception {
+    String attempts = tmp.resolve("attempts").toString(); // a String: the function travels to the tasks
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(3).maxAttempts(3).build();
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {
+          synchronized (BarrierTrainerTest.class) {
+            java.nio.file.Files.writeString(Path.of(attempts), ctx.attempt() + " " + ctx.task() + "\n",
+                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+          }
+          ctx.strategy().barrier("all-started");
+          if (ctx.task().index() == 1) {
+            throw new IllegalArgumentException("label -1 in row 7");
+          }
+          ctx.strategy().allReduce(List.of(new float[] {1})); // fails when worker 1 is gone
+          return "never";
+        }));
+    assertEquals(List.of("0 worker 0", "0 worker 1", "0 worker 2"),
+        java.nio.file.Files.readAllLines(Path.of(attempts)).stream().sorted().toList(), "one attempt, not three");
+    String message = e.getMessage();
+    assertTrue(message.startsWith("training failed on attempt 1 of 3, not retried (" + BarrierTrainer.NOT_RETRIED
+        + "): "), message);
+    assertTrue(message.contains("worker 1: java.lang.IllegalArgumentException: label -1 in row 7"), message);
+  }
+
+  private static final java.util.Map<String, Long> TASK_IDS = new java.util.concurrent.ConcurrentHashMap<>();
+
+  @Test
+  void aGangWhoseTaskIsKilledIsReRun() throws Exception {
+    TASK_IDS.clear();
+    Thread killer = new Thread(() -> {
+      try {
+        while (TASK_IDS.size() < 2) {
+          Thread.sleep(20);
+        }
+        Thread.sleep(300); // training is under way
+        spark.sc().killTaskAttempt(TASK_IDS.get("worker 1"), true, "muster test: killed worker 1");
+      } catch (InterruptedException ignored) {
+        Thread.currentThread().interrupt();
+      }
+    }, "muster-test-killer");
+    killer.start();
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(2).maxAttempts(2).build();
+    String result = trainer.fit(spark.parallelize(IntStream.range(0, 20).boxed().toList(), 2), ctx -> {
+      if (ctx.attempt() == 0) {
+        TASK_IDS.put(ctx.task().toString(), org.apache.spark.TaskContext.get().taskAttemptId());
+        long until = System.nanoTime() + 60_000_000_000L;
+        while (System.nanoTime() < until) {
+          ctx.strategy().collectives().allReduce(new float[16], ReduceOp.SUM);
+        }
+        throw new IllegalStateException(ctx.task() + " was never killed");
+      }
+      return "attempt " + ctx.attempt();
+    });
+    killer.join();
+    assertEquals("attempt 1", result);
   }
 
   @Test

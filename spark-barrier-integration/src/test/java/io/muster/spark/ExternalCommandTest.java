@@ -193,6 +193,22 @@ class ExternalCommandTest {
     }
   }
 
+  @Test
+  void aCommandsOwnExitCodeIsNotRetriedButACommandKilledByASignalIs() throws Exception {
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> trainer(4, 3).run(rows(20), shardCheck("fail-worker-1", dir.toString())));
+    assertTrue(e.getMessage().startsWith("training failed on attempt 1 of 3, not retried ("), e.getMessage());
+    assertEquals(List.of("0"), lines.stream().map(CommandLine::text).filter(t -> t.startsWith("cuda [] attempt "))
+        .map(t -> t.substring("cuda [] attempt ".length(), "cuda [] attempt ".length() + 1)).distinct().toList(),
+        "attempt 0 only");
+
+    lines.clear();
+    String script = "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then kill -9 $$; fi; "
+        + "echo \"attempt $MUSTER_ATTEMPT\" > \"$MUSTER_RESULT_FILE\"";
+    Optional<byte[]> result = trainer(2, 2).run(spark, ExternalCommand.of("sh", "-c", script));
+    assertEquals("attempt 1\n", new String(result.orElseThrow(), StandardCharsets.UTF_8));
+  }
+
   /**
    * A ParameterServerStrategy-shaped gang: the chief trains and exits; the workers and the ps serve
    * until they are ended. Each task writes its pid, says what it got, and (the chief) waits until

@@ -17,8 +17,8 @@ import java.util.Optional;
  * The external command of the tests, run as a real child JVM: it reads TF_CONFIG and its TFRecord
  * shard the way a training script would, prints every row in a canonical form (the test compares
  * them with the DataFrame), and the chief writes a result file. Modes: {@code check},
- * {@code fail-worker-1} (worker 1 fails with 40 stderr lines, the others sleep; on attempt 0 only
- * with {@code fail-once}), {@code sleep DIR} (write the pid, then sleep).
+ * {@code fail-worker-1} (worker 1 fails with 40 stderr lines and exit code 3, the others sleep; on
+ * attempt 0 only, with exit code 75 asking for a re-run, with {@code fail-once}), {@code sleep DIR} (write the pid, then sleep).
  */
 public final class ShardCheck {
   public static void main(String[] args) throws Exception {
@@ -37,7 +37,7 @@ public final class ShardCheck {
         for (int i = 1; i <= 40; i++) {
           System.err.println("boom line " + i);
         }
-        System.exit(3);
+        System.exit(mode.equals("fail-once") ? ExternalCommand.EX_TEMPFAIL : 3); // fail-once asks for a re-run
       }
       if (mode.equals("sleep") || env.get("MUSTER_ATTEMPT").equals("0")) {
         Path dir = Path.of(args[1]);
