@@ -78,12 +78,12 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
           result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
               BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get()));
         } catch (Exception e) {
+          Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e : new UsersFailureException(task + ": " + e, e);
           // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
-          strategy.abort(task + " failed: " + e);
-          if (ctx.isInterrupted() || isTheClusters(e)) {
-            throw e;
-          }
-          throw new UsersFailureException(task + ": " + e, e);
+          // The reason names the failure's class: the other tasks' errors quote it, so whichever task's
+          // failure reaches the driver first, the driver can tell a user's failure (not retried).
+          strategy.abort(task + " failed: " + failure);
+          throw failure;
         }
         List<R> out = strategy.isChief() ? Collections.singletonList(result) : List.of();
         return CollectionConverters.asScala(out.iterator());

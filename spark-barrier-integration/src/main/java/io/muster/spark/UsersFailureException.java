@@ -3,7 +3,8 @@ package io.muster.spark;
 /**
  * A task failed through the user's own code (the train function threw, or the command exited
  * with a code of its own): a re-run would fail the same way, so the driver does not retry it. Its
- * class name travels in Spark's failure message, which is how the driver recognises it.
+ * class name travels in Spark's failure message, and in the abort reason the other tasks' errors
+ * quote, which is how the driver recognises it whichever task's failure Spark reports first.
  */
 final class UsersFailureException extends RuntimeException {
   private static final long serialVersionUID = 1L;
