@@ -95,10 +95,7 @@ class YarnJobsTest {
 
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
     assertEquals("succeeded on attempt 1 of 1", report.getDiagnostics());
-    List<String> printed = new ArrayList<>();
-    for (Path log : local.containerLogs(id.toString())) {
-      printed.addAll(Files.readAllLines(log));
-    }
+    List<String> printed = containerLines(id);
     assertTrue(printed.contains("checked 4 tasks: all agree"), printed.toString());
     TfConfig chief = TfConfig.parse(Files.readString(shared.resolve("tf-chief-0")));
     assertEquals(Set.of("chief", "worker", "ps"), chief.cluster().jobs());
@@ -175,10 +172,7 @@ class YarnJobsTest {
     ApplicationId id = client.submit(job);
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
-    List<String> printed = new ArrayList<>();
-    for (Path log : local.containerLogs(id.toString())) {
-      printed.addAll(Files.readAllLines(log));
-    }
+    List<String> printed = containerLines(id);
     assertTrue(printed.contains("attempt " + (args.length == 0 ? 0 : 1) + " starts at epoch " + (args.length == 0
         ? "0" : args[0])), "the attempt that finished started where the backup left it: " + printed);
     return printed.stream().filter(l -> l.startsWith("weights-sha256 ")).toList();
@@ -218,10 +212,7 @@ class YarnJobsTest {
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
 
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
-    List<String> printed = new ArrayList<>();
-    for (Path log : local.containerLogs(id.toString())) {
-      printed.addAll(Files.readAllLines(log));
-    }
+    List<String> printed = containerLines(id);
     assertEquals(2, printed.stream().filter(l -> l.equals("script ran on worker")).count(), printed.toString());
     assertEquals(2, printed.stream().filter(l -> l.equals("from the archive")).count(), printed.toString());
     FileSystem fs = FileSystem.get(local.configuration());
@@ -268,6 +259,15 @@ class YarnJobsTest {
       long pid = Long.parseLong(Files.readString(dir.resolve("pid-0-" + i)).trim());
       Eventually.within(Duration.ofSeconds(30), "the lost master's worker " + i + " has ended", () -> !Pids.running(pid));
     }
+  }
+
+  /** Every line the application's containers wrote to their stdout and stderr. */
+  private static List<String> containerLines(ApplicationId id) throws java.io.IOException {
+    List<String> lines = new ArrayList<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      lines.addAll(Files.readAllLines(log));
+    }
+    return lines;
   }
 
   private static long lineCount(Path file) {
