@@ -10,7 +10,6 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Comparator;
 import java.util.EnumMap;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
@@ -24,7 +23,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
-import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
@@ -80,8 +78,7 @@ final class SubmitCommand {
     if (!args.contains("--local")) {
       return submit(job, cluster.get(), true, out, err, id -> { });
     }
-    Path dir = Files.createTempDirectory("muster-local-yarn-");
-    try (LocalYarn local = LocalYarn.start(dir)) {
+    try (LocalYarn local = LocalYarn.startTemporary()) {
       out.println("muster submit: started a local YARN cluster and HDFS (" + local.configuration().get("fs.defaultFS")
           + ")");
       ApplicationId[] submitted = new ApplicationId[1];
@@ -93,8 +90,6 @@ final class SubmitCommand {
         }
       }
       return code;
-    } finally {
-      deleteRecursively(dir);
     }
   }
 
@@ -291,14 +286,6 @@ final class SubmitCommand {
     }
     merged.addAll(args);
     return merged;
-  }
-
-  private static void deleteRecursively(Path dir) throws IOException {
-    try (Stream<Path> paths = Files.walk(dir)) {
-      for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
-      }
-    }
   }
 
   private static Set<TaskType> types(String list) {

@@ -33,7 +33,7 @@ class SubmitLocalTest {
     ByteArrayOutputStream stdout = new ByteArrayOutputStream();
     ByteArrayOutputStream stderr = new ByteArrayOutputStream();
     int code = Muster.run(List.of("submit", "--local", "--name", "mwms", "--worker-instances", "2",
-        "--worker-memory", "2g", "--gang-timeout", "5m", "--output-dir", out.toString(),
+        "--worker-memory", "2g", "--gang-timeout", "5m", "--app-timeout", "10m", "--output-dir", out.toString(),
         "--command", python + " " + script), Map.of(), new PrintStream(stdout, true), new PrintStream(stderr, true));
     String printed = stdout.toString(StandardCharsets.UTF_8);
 

@@ -90,6 +90,11 @@ public record GangSpec(int chiefs, int workers, int ps, int evaluators, Set<Task
     return count(type, chiefs, workers, ps, evaluators);
   }
 
+  /** The task types the gang has, in member order. */
+  public List<TaskType> types() {
+    return ORDER.stream().filter(type -> count(type) > 0).toList();
+  }
+
   /** Member {@code m}'s task: chief 0, then worker 0.., then ps 0.., then evaluator 0. */
   public TaskId task(int member) {
     if (member < 0 || member >= size()) {

@@ -193,7 +193,7 @@ public final class ApplicationMaster {
 
   private AttemptResult runAttempt(Attempt attempt) throws IOException, YarnException, InterruptedException {
     Map<TaskType, Deque<ContainerRequest>> outstanding = new EnumMap<>(TaskType.class);
-    for (TaskType type : YarnJob.typesOf(job.gang())) {
+    for (TaskType type : job.gang().types()) {
       Deque<ContainerRequest> requests = new ArrayDeque<>();
       for (int i = 0; i < job.gang().count(type); i++) {
         ContainerRequest request = new ContainerRequest(resource(job.resources().get(type)), null, null,

@@ -196,7 +196,7 @@ final class Attempt {
   synchronized String formationReport() {
     List<String> parts = new ArrayList<>();
     List<String> missing = new ArrayList<>();
-    for (TaskType type : YarnJob.typesOf(gang)) {
+    for (TaskType type : gang.types()) {
       long registered = members.values().stream().filter(m -> m.task.is(type) && m.address != null).count();
       parts.add(type.jobName() + " " + allocated(type) + "/" + gang.count(type) + " allocated, " + registered + "/"
           + gang.count(type) + " registered");

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Stream;
@@ -29,12 +30,19 @@ public final class LocalYarn implements AutoCloseable {
 
   private final MiniDFSCluster hdfs;
   private final MiniYARNCluster yarn;
-  private final Path confDir;
+  private final Path dir;
+  private final boolean temporary;
 
-  private LocalYarn(MiniDFSCluster hdfs, MiniYARNCluster yarn, Path confDir) {
+  private LocalYarn(MiniDFSCluster hdfs, MiniYARNCluster yarn, Path dir, boolean temporary) {
     this.hdfs = hdfs;
     this.yarn = yarn;
-    this.confDir = confDir;
+    this.dir = dir;
+    this.temporary = temporary;
+  }
+
+  /** A cluster in a new temporary directory, deleted with everything in it when the cluster stops. */
+  public static LocalYarn startTemporary() throws IOException {
+    return start(Files.createTempDirectory("muster-local-yarn-"), true);
   }
 
   /**
@@ -43,6 +51,10 @@ public final class LocalYarn implements AutoCloseable {
    * {@code dir}. Container logs stay until the cluster stops ({@link #containerLogs}).
    */
   public static LocalYarn start(Path dir) throws IOException {
+    return start(dir, false);
+  }
+
+  private static LocalYarn start(Path dir, boolean temporary) throws IOException {
     Files.createDirectories(dir);
     System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
     Configuration dfsConf = new Configuration();
@@ -85,7 +97,7 @@ public final class LocalYarn implements AutoCloseable {
     log.info("local YARN ({} at {}) and HDFS ({}) are up; HADOOP_CONF_DIR={}",
         "2 NodeManagers of " + NODE_MEMORY_MB + " MB", yarn.getConfig().get(YarnConfiguration.RM_ADDRESS),
         hdfs.getFileSystem().getUri(), confDir);
-    return new LocalYarn(hdfs, yarn, confDir);
+    return new LocalYarn(hdfs, yarn, dir, temporary);
   }
 
   /** The cluster's configuration: its ResourceManager and {@code fs.defaultFS}. */
@@ -104,7 +116,12 @@ public final class LocalYarn implements AutoCloseable {
   }
 
   public Path confDir() {
-    return confDir;
+    return dir.resolve("conf");
+  }
+
+  /** Where the cluster keeps its files. */
+  public Path directory() {
+    return dir;
   }
 
   public MiniYARNCluster yarn() {
@@ -115,6 +132,15 @@ public final class LocalYarn implements AutoCloseable {
   public void close() {
     yarn.stop();
     hdfs.shutdown();
+    if (temporary) {
+      try (Stream<Path> paths = Files.walk(dir)) {
+        for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+          Files.deleteIfExists(p);
+        }
+      } catch (IOException e) {
+        log.warn("cannot delete the local cluster's directory {}: {}", dir, e.toString());
+      }
+    }
   }
 
 }

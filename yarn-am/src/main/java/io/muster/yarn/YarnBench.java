@@ -40,9 +40,9 @@ public final class YarnBench {
       options.put(args[i], args[i + 1]);
     }
     int runs = Integer.parseInt(options.get("--runs"));
-    Path dir = Files.createTempDirectory("muster-bench-yarn-");
-    try (LocalYarn local = LocalYarn.start(dir.resolve("cluster"));
+    try (LocalYarn local = LocalYarn.startTemporary();
         MusterClient client = new MusterClient(local.configuration())) {
+      Path dir = local.directory(); // the commands' outputs go with the cluster's files
       for (String n : options.get("--containers").split(",")) {
         int containers = Integer.parseInt(n.strip());
         List<Double> starts = new ArrayList<>();
@@ -79,10 +79,6 @@ public final class YarnBench {
       }
       print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "containers", 4,
           "median_ms", Math.round(median(restarts)), "runs_ms", restarts.stream().map(Math::round).toList()));
-    } finally {
-      try (Stream<Path> paths = Files.walk(dir)) {
-        paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-      }
     }
   }
 

@@ -99,7 +99,7 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     }
     resources = Map.copyOf(resources);
     commands = Map.copyOf(commands);
-    for (TaskType type : typesOf(gang)) {
+    for (TaskType type : gang.types()) {
       if (!resources.containsKey(type)) {
         throw new IllegalArgumentException("no container resources for the " + type.jobName() + " tasks");
       }
@@ -140,23 +140,12 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         classpath, files, placement);
   }
 
-  /** The task types the gang has, in member order. */
-  public static List<TaskType> typesOf(GangSpec gang) {
-    List<TaskType> types = new ArrayList<>();
-    for (TaskType type : List.of(TaskType.CHIEF, TaskType.WORKER, TaskType.PS, TaskType.EVALUATOR)) {
-      if (gang.count(type) > 0) {
-        types.add(type);
-      }
-    }
-    return types;
-  }
-
   public String toJson() {
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("name", name);
     out.put("queue", queue);
     Map<String, Object> tasks = new LinkedHashMap<>();
-    for (TaskType type : typesOf(gang)) {
+    for (TaskType type : gang.types()) {
       Resources r = resources.get(type);
       tasks.put(type.jobName(), Map.of("instances", gang.count(type), "memory_mb", r.memoryMb(), "vcores",
           r.vcores(), "gpus", r.gpus(), "command", commands.get(type)));

@@ -62,7 +62,7 @@ class YarnJobsTest {
   private static YarnJob job(GangSpec gang, String command, int memoryMb, int maxAttempts, Duration gangTimeout) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
-    for (TaskType type : YarnJob.typesOf(gang)) {
+    for (TaskType type : gang.types()) {
       resources.put(type, new YarnJob.Resources(memoryMb, 1, 0));
       commands.put(type, command);
     }
