@@ -97,6 +97,11 @@ public final class CoordinationAgent implements AutoCloseable {
     return task;
   }
 
+  /** This agent's incarnation: a new random number for every process (every agent) of a task. */
+  public long incarnation() {
+    return incarnation;
+  }
+
   // ---- joining --------------------------------------------------------------------------------
 
   /**

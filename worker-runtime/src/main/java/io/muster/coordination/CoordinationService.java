@@ -60,10 +60,10 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     StreamObserver<PollForErrorResponse> poll;
     StatusRuntimeException undeliveredError;
 
-    Task(TaskId id, String address) {
+    Task(TaskId id, String address, boolean recoverable) {
       this.id = id;
       this.address = address;
-      this.lifecycle = new TaskStateMachine(id, describe());
+      this.lifecycle = new TaskStateMachine(id, describe(), recoverable);
     }
 
     String describe() {
@@ -71,14 +71,24 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
   }
 
-  /** A service coordinating the given tasks of the cluster. */
+  /** A service coordinating the given tasks of the cluster, none of them recoverable. */
   public CoordinationService(ClusterSpec cluster, Collection<TaskId> coordinated, CoordinationOptions options) {
+    this(cluster, coordinated, options, Set.of());
+  }
+
+  /**
+   * A service coordinating the given tasks of the cluster. Tasks of the recoverable jobs may fail
+   * and come back (register with a new incarnation) while the job runs; their failures are not
+   * propagated to the other tasks, who learn of them from {@code GetTaskState}.
+   */
+  public CoordinationService(ClusterSpec cluster, Collection<TaskId> coordinated, CoordinationOptions options,
+      Set<String> recoverableJobs) {
     if (coordinated.isEmpty()) {
       throw new IllegalArgumentException("the coordination service needs at least one task to coordinate");
     }
     this.options = options;
     for (TaskId id : coordinated) {
-      tasks.put(id, new Task(id, cluster.taskAddress(id)));
+      tasks.put(id, new Task(id, cluster.taskAddress(id), recoverableJobs.contains(id.job())));
     }
     this.timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "muster-coordination-service");
@@ -95,6 +105,12 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   /** A service coordinating every task of the cluster. */
   public static CoordinationService forAllTasks(ClusterSpec cluster, CoordinationOptions options) {
     return new CoordinationService(cluster, cluster.allTasks(), options);
+  }
+
+  /** A service coordinating every task of the cluster, the tasks of {@code recoverableJobs} recoverable. */
+  public static CoordinationService forAllTasks(ClusterSpec cluster, CoordinationOptions options,
+      Set<String> recoverableJobs) {
+    return new CoordinationService(cluster, cluster.allTasks(), options, recoverableJobs);
   }
 
   // ---- registration, heartbeats, errors -------------------------------------------------------
@@ -174,8 +190,12 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
       task.lifecycle.heartbeatTimedOut();
       failed(task);
     }
-    String names = stale.stream().limit(3).map(Task::describe).collect(Collectors.joining("\n"));
-    propagate(stale.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending heartbeats):\n"
+    List<Task> unrecoverable = stale.stream().filter(t -> !t.lifecycle.recoverable()).toList();
+    if (unrecoverable.isEmpty()) {
+      return;
+    }
+    String names = unrecoverable.stream().limit(3).map(Task::describe).collect(Collectors.joining("\n"));
+    propagate(unrecoverable.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending heartbeats):\n"
         + names + "\nThe tasks have crashed. Check the task logs for an earlier error to debug further.", false);
   }
 
@@ -238,8 +258,11 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
   }
 
-  /** Sends an error that started at {@code source} to every other connected task. */
+  /** Sends an error that started at {@code source} to every other connected task, unless the source is recoverable. */
   private void propagate(Task source, Status.Code code, String message, boolean reported) {
+    if (source.lifecycle.recoverable()) {
+      return;
+    }
     StatusRuntimeException error = Errors.error(code, message, source.id, reported);
     tasks.values().stream()
         .filter(t -> t != source && t.lifecycle.connected())

@@ -10,6 +10,7 @@ import io.muster.rpc.ChannelCache;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
 import java.util.Optional;
+import java.util.Set;
 import java.util.function.Consumer;
 
 /**
@@ -96,6 +97,7 @@ public final class TaskRuntime implements AutoCloseable {
     private TaskServer server;
     private CoordinationOptions options = CoordinationOptions.DEFAULTS;
     private Consumer<CoordinationException> onError = e -> {};
+    private Set<String> recoverableJobs = Set.of();
 
     private Builder(TfConfig config, Security security) {
       this.config = config;
@@ -109,6 +111,12 @@ public final class TaskRuntime implements AutoCloseable {
 
     public Builder onError(Consumer<CoordinationException> onError) {
       this.onError = onError;
+      return this;
+    }
+
+    /** Jobs whose tasks may fail and come back while the job runs (a parameter-server job's workers). */
+    public Builder recoverableJobs(Set<String> jobs) {
+      this.recoverableJobs = Set.copyOf(jobs);
       return this;
     }
 
@@ -144,7 +152,7 @@ public final class TaskRuntime implements AutoCloseable {
       TaskServer taskServer = ownsServer ? TaskServer.start(task, address, security) : server;
       CoordinationService service = null;
       if (task.equals(leader)) {
-        service = CoordinationService.forAllTasks(cluster, options);
+        service = CoordinationService.forAllTasks(cluster, options, recoverableJobs);
         taskServer.addService(service);
       }
       ChannelCache channels = new ChannelCache(security);

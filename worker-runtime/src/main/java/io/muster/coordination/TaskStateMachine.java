@@ -20,6 +20,10 @@ import java.time.Duration;
  *   <li>{@code ERROR} → {@code DISCONNECTED} on reset, the only way out of {@code ERROR}: a task in
  *       error may not register or send heartbeats until it is reset, and only a task in error may be
  *       reset.
+ *   <li>A task of a recoverable job (TensorFlow's {@code recoverable_jobs}: the workers of a
+ *       parameter-server job) may come back: registering with a new incarnation connects it again
+ *       from {@code CONNECTED} or {@code ERROR}, and a heartbeat from an old incarnation is refused
+ *       without failing the task.
  * </ul>
  *
  * <p>{@link #error()} is set exactly while the task is in {@code ERROR}. Not thread-safe: the
@@ -53,15 +57,24 @@ final class TaskStateMachine {
 
   private final TaskId id;
   private final String described;
+  private final boolean recoverable;
   private TaskState state = TaskState.DISCONNECTED;
   private long incarnation;
   private long lastHeartbeatNanos;
   private StatusRuntimeException error;
 
-  /** @param described the task as error messages name it, with its address */
-  TaskStateMachine(TaskId id, String described) {
+  /**
+   * @param described the task as error messages name it, with its address
+   * @param recoverable whether the task may restart and register again while the job runs
+   */
+  TaskStateMachine(TaskId id, String described, boolean recoverable) {
     this.id = id;
     this.described = described;
+    this.recoverable = recoverable;
+  }
+
+  boolean recoverable() {
+    return recoverable;
   }
 
   TaskState state() {
@@ -95,14 +108,26 @@ final class TaskStateMachine {
         if (this.incarnation == incarnation) {
           return Registration.ALREADY_CONNECTED;
         }
+        if (recoverable) {
+          return reconnect(incarnation, nowNanos);
+        }
         fail(Errors.error(Status.Code.ABORTED, described + " unexpectedly tried to connect with a different "
             + "incarnation. It has likely restarted.", id, false));
         return Registration.RESTARTED;
       }
       default -> {
-        return Registration.REFUSED_IN_ERROR;
+        return recoverable && this.incarnation != incarnation ? reconnect(incarnation, nowNanos)
+            : Registration.REFUSED_IN_ERROR;
       }
     }
+  }
+
+  private Registration reconnect(long incarnation, long nowNanos) {
+    state = TaskState.CONNECTED;
+    this.incarnation = incarnation;
+    lastHeartbeatNanos = nowNanos;
+    error = null;
+    return Registration.CONNECTED;
   }
 
   Heartbeat heartbeat(long incarnation, long nowNanos) {
@@ -110,6 +135,9 @@ final class TaskStateMachine {
       return Heartbeat.REFUSED_IN_ERROR;
     }
     if (state != TaskState.CONNECTED) {
+      return Heartbeat.REFUSED_NOT_CONNECTED;
+    }
+    if (this.incarnation != incarnation && recoverable) {
       return Heartbeat.REFUSED_NOT_CONNECTED;
     }
     if (this.incarnation != incarnation) {

@@ -18,7 +18,13 @@ class TaskStateMachineTest {
   private static final long SECOND = 1_000_000_000L;
 
   private static TaskStateMachine task() {
-    return new TaskStateMachine(new TaskId("worker", 1), "/job:worker/replica:0/task:1 (h:2)");
+    return new TaskStateMachine(new TaskId("worker", 1), "/job:worker/replica:0/task:1 (h:2)", false);
+  }
+
+  private static TaskStateMachine recoverable(long incarnation) {
+    TaskStateMachine task = new TaskStateMachine(new TaskId("worker", 1), "/job:worker/replica:0/task:1 (h:2)", true);
+    task.register(incarnation, 0);
+    return task;
   }
 
   private static TaskStateMachine connected(long incarnation) {
@@ -167,5 +173,34 @@ class TaskStateMachineTest {
     assertFalse(connected.reset());
     assertEquals(TaskState.DISCONNECTED, disconnected.state());
     assertEquals(TaskState.CONNECTED, connected.state());
+  }
+
+  @Test
+  void aRecoverableTaskRegisteringWithANewIncarnationReconnectsWithoutError() {
+    TaskStateMachine task = recoverable(7);
+    assertEquals(Registration.CONNECTED, task.register(8, SECOND));
+    assertEquals(TaskState.CONNECTED, task.state());
+    assertEquals(8, task.incarnation());
+    assertNull(task.error());
+  }
+
+  @Test
+  void aRecoverableTaskInErrorComesBackWithANewIncarnationButNotWithTheOldOne() {
+    TaskStateMachine task = recoverable(7);
+    task.heartbeatTimedOut();
+    assertEquals(Registration.REFUSED_IN_ERROR, task.register(7, SECOND));
+    assertEquals(TaskState.ERROR, task.state());
+    assertEquals(Registration.CONNECTED, task.register(9, 2 * SECOND));
+    assertEquals(TaskState.CONNECTED, task.state());
+    assertFalse(task.heartbeatOverdue(2 * SECOND, TIMEOUT));
+  }
+
+  @Test
+  void aHeartbeatFromAnOldIncarnationOfARecoverableTaskIsRefusedWithoutFailingIt() {
+    TaskStateMachine task = recoverable(7);
+    task.register(8, SECOND);
+    assertEquals(Heartbeat.REFUSED_NOT_CONNECTED, task.heartbeat(7, 2 * SECOND));
+    assertEquals(TaskState.CONNECTED, task.state());
+    assertEquals(Heartbeat.ACCEPTED, task.heartbeat(8, 2 * SECOND));
   }
 }
