@@ -17,6 +17,7 @@ public final class Bench {
 
   static final String USAGE = String.join("\n",
       "usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]",
+      "       muster bench coordinator W [ROUNDS]             (ClusterCoordinator: W workers + 1 ps, closures/s)",
       "       muster bench allreduce [--table] [--tls] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)",
       "       muster bench checkpoint [MiB...]              (default: 64 512)",
       "       muster bench spark [--workers 4] [--runs 5]   (Spark local[N]: gang start, kill and restart)",
@@ -34,13 +35,14 @@ public final class Bench {
     String name = args.length == 0 ? "" : args[0];
     switch (name) {
       case "coordination" -> CoordinationBench.run(rest);
+      case "coordinator" -> CoordinatorBench.run(rest);
       case "allreduce" -> AllReduceBench.run(rest);
       case "checkpoint" -> CheckpointBench.run(rest);
       case "spark" -> SparkBench.run(rest);
       case "--help", "-h" -> out.println(USAGE);
       default -> {
         err.println("muster bench: " + (name.isEmpty() ? "which benchmark?" : "unknown benchmark '" + name + "'")
-            + "; the benchmarks: coordination, allreduce, checkpoint, spark, yarn (muster bench --help)");
+            + "; the benchmarks: coordination, coordinator, allreduce, checkpoint, spark, yarn (muster bench --help)");
         return 2;
       }
     }

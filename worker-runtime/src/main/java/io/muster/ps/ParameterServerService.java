@@ -91,6 +91,34 @@ public final class ParameterServerService extends ParameterServerGrpc.ParameterS
   }
 
   @Override
+  public void readSmall(ReadRequest request, StreamObserver<Chunk> response) {
+    try {
+      reply(lookup(request.getName()).read(), response);
+    } catch (StatusRuntimeException e) {
+      response.onError(e);
+    }
+  }
+
+  @Override
+  public void gatherSmall(GatherRequest request, StreamObserver<Chunk> response) {
+    try {
+      long[] rows = request.getRowsList().stream().mapToLong(Long::longValue).toArray();
+      reply(lookup(request.getName()).gather(rows), response);
+    } catch (IllegalArgumentException e) {
+      response.onError(Status.INVALID_ARGUMENT.withDescription(task + ": " + e.getMessage()).asRuntimeException());
+    } catch (StatusRuntimeException e) {
+      response.onError(e);
+    }
+  }
+
+  @Override
+  public void updateSmall(UpdateRequest request, StreamObserver<UpdateResponse> response) {
+    StreamObserver<UpdateRequest> update = update(response);
+    update.onNext(request);
+    update.onCompleted();
+  }
+
+  @Override
   public StreamObserver<UpdateRequest> update(StreamObserver<UpdateResponse> response) {
     return new StreamObserver<>() {
       private HostedVariable variable;
@@ -170,6 +198,18 @@ public final class ParameterServerService extends ParameterServerGrpc.ParameterS
           + variableNames() + "); the coordinator creates variables before workers use them").asRuntimeException();
     }
     return variable;
+  }
+
+  /** Answers in one message: the caller chose the unary call because the values fit in one chunk. */
+  private void reply(HostedVariable.Snapshot snapshot, StreamObserver<Chunk> response) {
+    List<com.google.protobuf.ByteString> chunks = Payloads.chunks(snapshot.values());
+    if (chunks.size() != 1) {
+      response.onError(Status.OUT_OF_RANGE.withDescription(task + ": " + snapshot.values().length + " values do not fit "
+          + "in one message; read them with the streaming call").asRuntimeException());
+      return;
+    }
+    response.onNext(chunk(chunks.get(0), snapshot.version()));
+    response.onCompleted();
   }
 
   /** Sends the chunks while the transport is ready for more, so a slow reader holds no extra copies. */

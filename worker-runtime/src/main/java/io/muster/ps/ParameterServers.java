@@ -74,14 +74,7 @@ public final class ParameterServers {
    *     optimizer, or the partitioner's answer is not a positive shard count
    */
   public Variable create(String name, long[] shape, float[] initial, Optimizer optimizer, Partitioner partitioner) {
-    if (name.isEmpty() || name.contains("/part_")) {
-      throw new IllegalArgumentException("variable name must be non-empty and not contain '/part_', was '" + name + "'");
-    }
-    long elements = HostedVariable.elements(shape);
-    if (initial != null && initial.length != elements) {
-      throw new IllegalArgumentException("variable " + name + " of shape " + Arrays.toString(shape) + " needs "
-          + elements + " initial values, got " + initial.length);
-    }
+    check(name, shape, initial);
     int shards = shape.length == 0 ? 1 : partitioner.shards(shape.clone());
     List<long[]> ranges = shape.length == 0 ? List.<long[]>of(new long[] {0, 1}) : Partitioner.rowRanges(shape[0], shards);
     List<Variable.Shard> placement = new ArrayList<>();
@@ -93,6 +86,36 @@ public final class ParameterServers {
       createOn(ps, shardName, shardShape, optimizer);
       placement.add(new Variable.Shard(shardName, ps, range[0], range[1]));
     }
+    return publish(name, shape, initial, placement);
+  }
+
+  /**
+   * A variable placed whole on the ps task of your choice (TensorFlow's {@code with
+   * tf.device("/job:ps/task:1")}), with these initial values (null for zeros).
+   */
+  public Variable createOn(TaskId ps, String name, long[] shape, float[] initial, Optimizer optimizer) {
+    check(name, shape, initial);
+    if (!ps.is(TaskType.PS) || ps.index() >= numPs) {
+      throw new IllegalArgumentException("variables live on ps tasks; the cluster has ps 0.." + (numPs - 1)
+          + ", not " + ps);
+    }
+    createOn(ps, name, shape, optimizer);
+    return publish(name, shape, initial, List.of(new Variable.Shard(name, ps, 0, shape.length == 0 ? 1 : shape[0])));
+  }
+
+  private static void check(String name, long[] shape, float[] initial) {
+    if (name.isEmpty() || name.contains("/part_")) {
+      throw new IllegalArgumentException("variable name must be non-empty and not contain '/part_', was '" + name + "'");
+    }
+    long elements = HostedVariable.elements(shape);
+    if (initial != null && initial.length != elements) {
+      throw new IllegalArgumentException("variable " + name + " of shape " + Arrays.toString(shape) + " needs "
+          + elements + " initial values, got " + initial.length);
+    }
+  }
+
+  /** Initializes the variable, then publishes where it lives, so nobody finds it before it holds its initial values. */
+  private Variable publish(String name, long[] shape, float[] initial, List<Variable.Shard> placement) {
     Variable variable = new Variable(name, shape, placement, this::stub, timeout);
     if (initial != null) {
       variable.assign(initial);

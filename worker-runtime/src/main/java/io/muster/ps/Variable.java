@@ -76,8 +76,14 @@ public final class Variable {
     float[] out = new float[size()];
     for (Shard shard : shards) {
       int length = (int) (shard.rows() * rowLength);
-      float[] part = receive(shard, length, "read", observer -> stub(shard).read(
-          ReadRequest.newBuilder().setName(shard.name()).build(), observer));
+      ReadRequest request = ReadRequest.newBuilder().setName(shard.name()).build();
+      float[] part = receive(shard, length, "read", observer -> {
+        if (fitsOneChunk(length)) {
+          stub(shard).readSmall(request, observer);
+        } else {
+          stub(shard).read(request, observer);
+        }
+      });
       System.arraycopy(part, 0, out, (int) (shard.firstRow() * rowLength), length);
     }
     return out;
@@ -95,8 +101,13 @@ public final class Variable {
       for (int i : mine) {
         request.addRows(rows[i] - shard.firstRow());
       }
-      float[] part = receive(shard, mine.length * rowLength, "gather", observer -> stub(shard).gather(request.build(),
-          observer));
+      float[] part = receive(shard, mine.length * rowLength, "gather", observer -> {
+        if (fitsOneChunk(mine.length * rowLength)) {
+          stub(shard).gatherSmall(request.build(), observer);
+        } else {
+          stub(shard).gather(request.build(), observer);
+        }
+      });
       for (int j = 0; j < mine.length; j++) {
         System.arraycopy(part, j * rowLength, out, mine[j] * rowLength, rowLength);
       }
@@ -164,7 +175,7 @@ public final class Variable {
 
   private void send(Shard shard, UpdateRequest.Op op, long[] rows, float[] values) {
     CompletableFuture<UpdateResponse> done = new CompletableFuture<>();
-    StreamObserver<UpdateRequest> requests = stub(shard).update(new StreamObserver<>() {
+    StreamObserver<UpdateResponse> responses = new StreamObserver<>() {
       @Override
       public void onNext(UpdateResponse value) {
         done.complete(value);
@@ -177,7 +188,15 @@ public final class Variable {
 
       @Override
       public void onCompleted() {}
-    });
+    };
+    String what = op.name().toLowerCase().replace('_', '-');
+    if (fitsOneChunk(values.length)) {
+      stub(shard).updateSmall(UpdateRequest.newBuilder().setName(shard.name()).setOp(op)
+          .addAllRows(LongStream.of(rows).boxed().toList()).setData(Payloads.chunks(values).get(0)).build(), responses);
+      await(shard, what, done);
+      return;
+    }
+    StreamObserver<UpdateRequest> requests = stub(shard).update(responses);
     boolean first = true;
     for (ByteString chunk : Payloads.chunks(values)) {
       UpdateRequest.Builder request = UpdateRequest.newBuilder().setData(chunk);
@@ -188,7 +207,11 @@ public final class Variable {
       requests.onNext(request.build());
     }
     requests.onCompleted();
-    await(shard, op.name().toLowerCase().replace('_', '-'), done);
+    await(shard, what, done);
+  }
+
+  private static boolean fitsOneChunk(long floats) {
+    return floats * Float.BYTES <= Payloads.CHUNK_BYTES;
   }
 
   private float[] receive(Shard shard, int floats, String what, java.util.function.Consumer<StreamObserver<Chunk>> call) {

@@ -47,12 +47,14 @@ public final class ParameterServerStrategy implements AutoCloseable {
   private static final Duration SERVE_POLL = Duration.ofSeconds(1);
 
   private final TaskRuntime runtime;
+  private final ParameterServers variables;
   private final ClusterCoordinator coordinator;
   private final CompletableFuture<CoordinationException> failure;
 
-  private ParameterServerStrategy(TaskRuntime runtime, ClusterCoordinator coordinator,
+  private ParameterServerStrategy(TaskRuntime runtime, ParameterServers variables, ClusterCoordinator coordinator,
       CompletableFuture<CoordinationException> failure) {
     this.runtime = runtime;
+    this.variables = variables;
     this.coordinator = coordinator;
     this.failure = failure;
   }
@@ -67,6 +69,11 @@ public final class ParameterServerStrategy implements AutoCloseable {
 
   public ClusterSpec cluster() {
     return runtime.cluster();
+  }
+
+  /** The job's variables as this task reaches them (any task may read and update them; the chief creates them). */
+  public ParameterServers variables() {
+    return variables;
   }
 
   /** Whether this task is the coordinator (the chief). */
@@ -256,8 +263,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
       }
       TaskRuntime runtime = runtimeBuilder.start();
       try {
-        ParameterServers variables = task.is(TaskType.PS) ? null
-            : new ParameterServers(cluster, runtime.channels(), runtime.agent(), psTimeout);
+        ParameterServers variables = new ParameterServers(cluster, runtime.channels(), runtime.agent(), psTimeout);
         if (task.is(TaskType.PS)) {
           runtime.server().addService(new ParameterServerService(task.toString()));
         } else if (task.is(TaskType.WORKER)) {
@@ -276,7 +282,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
         }
         log.info("{}: ParameterServerStrategy ready ({} ps, {} workers){}", task, cluster.numTasks(TaskType.PS),
             cluster.numTasks(TaskType.WORKER), coordinator != null ? ", coordinating" : ", serving");
-        return new ParameterServerStrategy(runtime, coordinator, failure);
+        return new ParameterServerStrategy(runtime, variables, coordinator, failure);
       } catch (RuntimeException e) {
         runtime.close();
         throw e;
