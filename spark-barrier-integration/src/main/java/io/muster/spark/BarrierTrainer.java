@@ -120,6 +120,36 @@ public final class BarrierTrainer {
   }
 
   /**
+   * Runs a parameter-server job on the gang (a chief, workers and ps tasks, in-JVM): every task
+   * joins through {@code ParameterServerStrategy} with the functions the registry builds; the chief
+   * runs {@code fn} with the {@link io.muster.coordinator.ClusterCoordinator} and its result comes
+   * back here. The functions read their own data. On Spark a lost task fails the barrier stage, so a
+   * dead worker re-runs the whole gang (up to {@code maxAttempts}) instead of being waited for.
+   *
+   * @throws IllegalArgumentException when the gang has no chief, no ps or no worker, or an evaluator
+   */
+  public <R extends Serializable> R coordinate(SparkSession spark, CoordinatorFunction.Registry functions,
+      CoordinatorFunction<R> fn) {
+    if (gang.chiefs() == 0 || gang.ps() == 0 || gang.workers() == 0 || gang.evaluators() > 0) {
+      throw new IllegalArgumentException("a parameter-server job needs chief(true), ps(n >= 1) and numWorkers(n >= 1), "
+          + "and no evaluator; the gang is " + gang);
+    }
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
+    JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
+    return withRetries(attempt -> {
+      CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, newToken(), host, coordination);
+      @SuppressWarnings("unchecked")
+      ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+      List<R> chief = new JavaRDD<>(none.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
+      if (chief.size() != 1) {
+        throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+      }
+      return chief.get(0);
+    });
+  }
+
+  /**
    * Runs an external command on every task of the gang, without data (the command reads its own);
    * see {@link #run(Dataset, ExternalCommand)}.
    */
@@ -323,7 +353,7 @@ public final class BarrierTrainer {
       return this;
     }
 
-    /** How many {@code ps} tasks (default 0); external-command mode only. */
+    /** How many {@code ps} tasks (default 0): for {@link #coordinate} or an external command. */
     public Builder ps(int n) {
       this.ps = n;
       return this;

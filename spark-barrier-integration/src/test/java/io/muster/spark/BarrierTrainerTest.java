@@ -64,6 +64,43 @@ class BarrierTrainerTest {
   }
 
   @Test
+  void aParameterServerGangRunsTheCoordinatorOnTheChiefAndClosuresOnTheWorkers() {
+    org.apache.spark.sql.SparkSession session = org.apache.spark.sql.SparkSession.builder().sparkContext(spark.sc())
+        .getOrCreate();
+    String result = BarrierTrainer.builder().chief(true).numWorkers(2).ps(1).build().coordinate(session,
+        BarrierTrainerTest::psFunctions, coordinator -> {
+          coordinator.variables().create("count", new long[] {1}, io.muster.ps.Optimizer.NONE);
+          java.util.Set<Long> workers = new java.util.TreeSet<>();
+          List<io.muster.coordinator.RemoteValue> runs = new ArrayList<>();
+          for (int i = 0; i < 60; i++) {
+            runs.add(coordinator.schedule("count"));
+          }
+          coordinator.join();
+          runs.forEach(r -> workers.add(r.fetch().longValue()));
+          return coordinator.variables().variable("count").read()[0] + " on workers " + workers;
+        });
+    assertEquals("60.0 on workers [0, 1]", result);
+  }
+
+  @Test
+  void aParameterServerGangNeedsAChiefAPsAndAWorker() {
+    org.apache.spark.sql.SparkSession session = org.apache.spark.sql.SparkSession.builder().sparkContext(spark.sc())
+        .getOrCreate();
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> BarrierTrainer.builder()
+        .numWorkers(2).ps(1).build().coordinate(session, BarrierTrainerTest::psFunctions, c -> "never"));
+    assertTrue(e.getMessage().startsWith("a parameter-server job needs chief(true), ps(n >= 1) and numWorkers(n >= 1)"),
+        e.getMessage());
+  }
+
+  static io.muster.coordinator.Functions psFunctions() {
+    return io.muster.coordinator.Functions.builder().function("count", (worker, args) -> {
+      Thread.sleep(5);
+      worker.variable("count").assignAdd(new float[] {1f});
+      return io.muster.coordinator.Value.of((long) worker.task().index());
+    }).build();
+  }
+
+  @Test
   void fourWorkersShareOneClusterInPartitionOrderAndReduceTheirShards() {
     JavaRDD<Integer> numbers = spark.parallelize(IntStream.range(0, 1000).boxed().toList(), 7);
     BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(4).build();
