@@ -179,6 +179,17 @@ class YarnJobsTest {
   }
 
   @Test
+  void aParameterServerJobRunsWithItsChiefWorkersAndPsOnYarn() throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    String command = java + " -Xmx128m -cp " + System.getProperty("java.class.path") + " " + YarnPsTask.class.getName();
+    ApplicationId id = client.submit(job(GangSpec.of(1, 2, 1, 0), command, 384, 1, Duration.ofMinutes(2)));
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    List<String> printed = containerLines(id);
+    assertTrue(printed.contains("counted 40.0 on workers [0, 1]"), "the chief's count: " + printed);
+  }
+
+  @Test
   void musterJavaWorkersResumeFromTheirBackupAfterACrashAndEndAsAnUninterruptedRun() throws Exception {
     String hdfs = local.configuration().get("fs.defaultFS");
     List<String> uninterrupted = runJavaWorkers(hdfs + "/jobs/java-mwms");
