@@ -112,11 +112,12 @@ public final class ClusterCoordinator implements AutoCloseable {
    * coordination service's account of every task. {@link io.muster.strategy.ParameterServerStrategy} does this, and
    * passes the task's coordination errors to {@link #coordinationError}.
    *
+   * @param channels the channels to the workers (the caller's, closed by the caller)
    * @param heartbeatTimeout the coordination service's, which bounds how long a lost ps goes unnoticed
    */
-  public static ClusterCoordinator start(TaskRuntime runtime, Functions functions, ParameterServers variables,
-      Options options, Duration heartbeatTimeout) {
-    return new ClusterCoordinator(runtime.cluster(), runtime.agent(), runtime.channels(), functions, variables, options,
+  public static ClusterCoordinator start(TaskRuntime runtime, ChannelCache channels, Functions functions,
+      ParameterServers variables, Options options, Duration heartbeatTimeout) {
+    return new ClusterCoordinator(runtime.cluster(), runtime.agent(), channels, functions, variables, options,
         heartbeatTimeout);
   }
 

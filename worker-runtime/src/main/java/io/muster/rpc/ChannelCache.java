@@ -28,12 +28,27 @@ import java.util.concurrent.TimeUnit;
 public final class ChannelCache implements AutoCloseable {
 
   private final Security security;
+  private final boolean directCallbacks;
   private final Map<HostPort, ManagedChannel> channels = new ConcurrentHashMap<>();
   private final Map<HostPort, Channel> authenticated = new ConcurrentHashMap<>();
   private volatile boolean closed;
 
   public ChannelCache(Security security) {
+    this(security, false);
+  }
+
+  private ChannelCache(Security security, boolean directCallbacks) {
     this.security = security;
+    this.directCallbacks = directCallbacks;
+  }
+
+  /**
+   * Channels whose callbacks run on the transport's own threads instead of a thread pool: one
+   * thread hand-off less per call, for callers whose callbacks only hand the result to a waiting
+   * thread (never block, never run user code). The parameter-server and coordinator calls use it.
+   */
+  public static ChannelCache withDirectCallbacks(Security security) {
+    return new ChannelCache(security, true);
   }
 
   /** The channel to a peer, carrying the job token. */
@@ -42,7 +57,11 @@ public final class ChannelCache implements AutoCloseable {
       throw new IllegalStateException("channel cache is closed");
     }
     return authenticated.computeIfAbsent(peer, p -> {
-      ManagedChannel channel = NettyChannelBuilder.forAddress(p.host(), p.port(), credentials()).build();
+      NettyChannelBuilder builder = NettyChannelBuilder.forAddress(p.host(), p.port(), credentials());
+      if (directCallbacks) {
+        builder.directExecutor();
+      }
+      ManagedChannel channel = builder.build();
       channels.put(p, channel);
       return ClientInterceptors.intercept(channel, new AttachToken(security.token()));
     });

@@ -16,6 +16,7 @@ import io.muster.coordinator.ClosureWorkerService;
 import io.muster.coordinator.Functions;
 import io.muster.ps.ParameterServerService;
 import io.muster.ps.ParameterServers;
+import io.muster.rpc.ChannelCache;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
@@ -47,13 +48,15 @@ public final class ParameterServerStrategy implements AutoCloseable {
   private static final Duration SERVE_POLL = Duration.ofSeconds(1);
 
   private final TaskRuntime runtime;
+  private final ChannelCache channels;
   private final ParameterServers variables;
   private final ClusterCoordinator coordinator;
   private final CompletableFuture<CoordinationException> failure;
 
-  private ParameterServerStrategy(TaskRuntime runtime, ParameterServers variables, ClusterCoordinator coordinator,
-      CompletableFuture<CoordinationException> failure) {
+  private ParameterServerStrategy(TaskRuntime runtime, ChannelCache channels, ParameterServers variables,
+      ClusterCoordinator coordinator, CompletableFuture<CoordinationException> failure) {
     this.runtime = runtime;
+    this.channels = channels;
     this.variables = variables;
     this.coordinator = coordinator;
     this.failure = failure;
@@ -137,6 +140,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
       log.warn("{}: could not tell the other tasks that the job is done: {}", taskId(), e.getMessage());
     } finally {
       runtime.close();
+      channels.close();
     }
   }
 
@@ -262,8 +266,10 @@ public final class ParameterServerStrategy implements AutoCloseable {
         runtimeBuilder.server(server);
       }
       TaskRuntime runtime = runtimeBuilder.start();
+      // The variables' and the closures' calls only hand results to waiting threads: no pool hop.
+      ChannelCache channels = ChannelCache.withDirectCallbacks(sec);
       try {
-        ParameterServers variables = new ParameterServers(cluster, runtime.channels(), runtime.agent(), psTimeout);
+        ParameterServers variables = new ParameterServers(cluster, channels, runtime.agent(), psTimeout);
         if (task.is(TaskType.PS)) {
           runtime.server().addService(new ParameterServerService(task.toString()));
         } else if (task.is(TaskType.WORKER)) {
@@ -273,7 +279,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
         runtime.join();
         ClusterCoordinator coordinator = null;
         if (task.is(TaskType.CHIEF)) {
-          coordinator = ClusterCoordinator.start(runtime, functions, variables, coordinatorOptions,
+          coordinator = ClusterCoordinator.start(runtime, channels, functions, variables, coordinatorOptions,
               coordination.heartbeatTimeout());
           coordinatorRef.set(coordinator);
           if (failure.isDone()) {
@@ -282,9 +288,10 @@ public final class ParameterServerStrategy implements AutoCloseable {
         }
         log.info("{}: ParameterServerStrategy ready ({} ps, {} workers){}", task, cluster.numTasks(TaskType.PS),
             cluster.numTasks(TaskType.WORKER), coordinator != null ? ", coordinating" : ", serving");
-        return new ParameterServerStrategy(runtime, variables, coordinator, failure);
+        return new ParameterServerStrategy(runtime, channels, variables, coordinator, failure);
       } catch (RuntimeException e) {
         runtime.close();
+        channels.close();
         throw e;
       }
     }
