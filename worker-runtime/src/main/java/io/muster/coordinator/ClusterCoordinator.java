@@ -101,6 +101,7 @@ public final class ClusterCoordinator implements AutoCloseable {
   private final Thread watch;
   private final Map<TaskId, TaskStatus> states = new ConcurrentHashMap<>();
   private final List<PerWorkerResource> resources = new CopyOnWriteArrayList<>();
+  private final Map<TaskId, java.util.concurrent.atomic.AtomicInteger> psTrouble = new ConcurrentHashMap<>();
   private final AtomicLong closureIds = new AtomicLong();
   private final AtomicLong resourceIds = new AtomicLong();
   private volatile boolean closed;
@@ -311,9 +312,13 @@ public final class ClusterCoordinator implements AutoCloseable {
     }
   }
 
+  /** How often a ps may fail to answer while the coordination service counts it alive (TensorFlow's default). */
+  static final int TRANSIENT_PS_FAILURES = 3;
+
   /**
    * A function reported that a ps did not answer: the coordination service decides, within a
-   * heartbeat timeout, whether the ps failed (fatal) or the trouble passed (the closure runs again).
+   * heartbeat timeout, whether the ps failed (fatal) or the trouble passed (the closure runs again,
+   * up to {@link #TRANSIENT_PS_FAILURES} times per ps).
    */
   void parameterServerTrouble(TaskId ps, String error) {
     long deadline = System.nanoTime() + heartbeatTimeout.plus(options.pollInterval().multipliedBy(2)).toNanos();
@@ -330,7 +335,17 @@ public final class ClusterCoordinator implements AutoCloseable {
         return;
       }
     }
-    log.warn("{} did not answer a worker ({}), but the coordination service still counts it alive; retrying", ps, error);
+    if (queue.isFatal() || closed) {
+      return;
+    }
+    int times = psTrouble.computeIfAbsent(ps, p -> new java.util.concurrent.atomic.AtomicInteger()).incrementAndGet();
+    if (times > TRANSIENT_PS_FAILURES) {
+      psLost(ps, "it did not answer " + times + " times, though the coordination service counts it alive; last: " + error,
+          null);
+    } else {
+      log.warn("{} did not answer a worker ({}), but the coordination service still counts it alive; retrying", ps,
+          error);
+    }
   }
 
   private void psLost(TaskId ps, String why, Throwable cause) {
