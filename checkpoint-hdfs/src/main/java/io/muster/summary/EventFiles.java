@@ -21,27 +21,79 @@ public final class EventFiles {
   /** One scalar summary value. */
   public record Scalar(long step, String tag, double value, double wallTime) {}
 
+  /**
+   * What a file holds up to its first unreadable record: the intact events before it, and why
+   * reading stopped there, if it did ({@link TfRecordReader.TruncatedRecordException} when the
+   * file ends inside its last record, as when the writer died mid-write; anything else is
+   * corruption).
+   */
+  public record Contents(List<Event> events, Optional<IOException> stop) {
+    public Contents {
+      events = List.copyOf(events);
+    }
+
+    /** The file ends inside its last record (TensorBoard reads such a file up to that record). */
+    public boolean truncated() {
+      return stop.isPresent() && stop.get() instanceof TfRecordReader.TruncatedRecordException;
+    }
+
+    /** A record before the end is unreadable: a CRC mismatch, an implausible length, or not an Event. */
+    public boolean corrupt() {
+      return stop.isPresent() && !truncated();
+    }
+
+    /** The scalars of the intact events, in file order. */
+    public List<Scalar> scalars() {
+      return scalarsOf(events);
+    }
+  }
+
   private EventFiles() {}
 
   /** Every event of a file, CRCs checked; a truncated last record is an error, not the end. */
   public static List<Event> read(FileSystem fs, Path file) throws IOException {
+    Contents contents = readIntact(fs, file);
+    if (contents.stop().isPresent()) {
+      throw contents.stop().get();
+    }
+    return contents.events();
+  }
+
+  /**
+   * The events of a file up to its first unreadable record, and why reading stopped there; an
+   * error opening or reading the file itself is thrown.
+   */
+  public static Contents readIntact(FileSystem fs, Path file) throws IOException {
     List<Event> events = new ArrayList<>();
     try (TfRecordReader reader = new TfRecordReader(fs.open(file), file.toString())) {
-      for (Optional<byte[]> record = reader.next(); record.isPresent(); record = reader.next()) {
+      while (true) {
+        Optional<byte[]> record;
+        try {
+          record = reader.next();
+        } catch (TfRecordReader.TruncatedRecordException | TfRecordReader.CorruptRecordException e) {
+          return new Contents(events, Optional.of(e));
+        }
+        if (record.isEmpty()) {
+          return new Contents(events, Optional.empty());
+        }
         try {
           events.add(Event.parseFrom(record.get()));
         } catch (InvalidProtocolBufferException e) {
-          throw new IOException(file + ": a record is not an Event: " + e.getMessage(), e);
+          return new Contents(events, Optional.of(new IOException(file + ": record " + (events.size() + 1)
+              + " is not an Event: " + e.getMessage(), e)));
         }
       }
     }
-    return events;
   }
 
   /** The scalars of a file, in file order. */
   public static List<Scalar> scalars(FileSystem fs, Path file) throws IOException {
+    return scalarsOf(read(fs, file));
+  }
+
+  private static List<Scalar> scalarsOf(List<Event> events) {
     List<Scalar> out = new ArrayList<>();
-    for (Event event : read(fs, file)) {
+    for (Event event : events) {
       for (Summary.Value v : event.getSummary().getValueList()) {
         scalarOf(v).ifPresent(x -> out.add(new Scalar(event.getStep(), v.getTag(), x, event.getWallTime())));
       }

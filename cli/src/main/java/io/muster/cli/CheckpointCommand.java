@@ -20,14 +20,27 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * {@code muster checkpoint ls DIR}: the checkpoints the state file lists, which is the latest, and
- * one line per tensor of the latest (name, dtype, shape). Works on directories TensorFlow wrote.
+ * one line per tensor of the latest (name, dtype, shape). {@code muster checkpoint verify DIR
+ * [PREFIX]}: reads every tensor of the latest checkpoint (or of {@code PREFIX}, a name in
+ * {@code DIR} such as {@code ckpt-3}) and checks its CRC32C; exit 0 with a summary line when all
+ * match, 1 naming each corrupt tensor. Both work on directories TensorFlow wrote.
  */
 final class CheckpointCommand {
+  static final String USAGE = "usage: muster checkpoint ls DIR | muster checkpoint verify DIR [PREFIX]"
+      + "   (DIR: a local path or any Hadoop URI, e.g. hdfs://nn/ckpt; PREFIX: ckpt-3, the latest by default)";
+
   private CheckpointCommand() {}
 
-  static int run(List<String> args, PrintStream out) {
+  static int run(List<String> args, PrintStream out, PrintStream err) {
+    if (args.equals(List.of("--help"))) {
+      out.println(USAGE);
+      return 0;
+    }
+    if (args.size() >= 2 && args.size() <= 3 && args.get(0).equals("verify")) {
+      return verify(new Path(args.get(1)), args.size() == 3 ? Optional.of(args.get(2)) : Optional.empty(), out, err);
+    }
     if (args.size() != 2 || !args.get(0).equals("ls")) {
-      throw new UsageException("usage: muster checkpoint ls DIR (a local path or any Hadoop URI, e.g. hdfs://nn/ckpt)");
+      throw new UsageException(USAGE);
     }
     Path dir = new Path(args.get(1));
     try {
@@ -55,7 +68,43 @@ final class CheckpointCommand {
       }
       return 0;
     } catch (IOException e) {
-      throw new UncheckedIOException("muster checkpoint ls " + dir + ": " + e.getMessage(), e);
+      throw new UncheckedIOException("cannot list " + dir + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static int verify(Path given, Optional<String> name, PrintStream out, PrintStream err) {
+    try {
+      FileSystem fs = given.getFileSystem(new Configuration());
+      if (!fs.exists(given)) {
+        throw new UsageException(given + " does not exist");
+      }
+      Path dir = fs.makeQualified(given);
+      Path prefix;
+      if (name.isPresent()) {
+        prefix = new Path(name.get()).isAbsolute() ? new Path(name.get()) : new Path(dir, name.get());
+        if (!fs.exists(Bundle.indexFile(prefix))) {
+          throw new UsageException("no checkpoint " + name.get() + " in " + dir + " (" + Bundle.indexFile(prefix)
+              + " does not exist); muster checkpoint ls " + dir + " lists them");
+        }
+      } else {
+        prefix = CheckpointManager.latestCheckpoint(fs, dir).orElseThrow(() -> new UncheckedIOException(
+            new IOException("no complete checkpoint in " + dir + " to verify")));
+      }
+      BundleReader.Verification result = BundleReader.open(fs, prefix).verify();
+      if (result.intact()) {
+        out.println(prefix.getName() + ": " + result.tensors() + " tensors, " + result.bytes()
+            + " bytes, every CRC32C matches");
+        return 0;
+      }
+      err.println("muster checkpoint verify: " + prefix.getName() + " is corrupt: " + result.damaged().size() + " of "
+          + result.tensors() + " tensors do not read back intact: "
+          + result.damaged().stream().map(BundleReader.Damage::tensor).collect(Collectors.joining(", ")));
+      for (BundleReader.Damage d : result.damaged()) {
+        err.println("  " + d.tensor() + ": " + d.problem());
+      }
+      return 1;
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot verify a checkpoint in " + given + ": " + e.getMessage(), e);
     }
   }
 

@@ -16,13 +16,24 @@ import org.apache.hadoop.fs.RemoteIterator;
 /**
  * {@code muster events FILE_OR_DIR}: one line per scalar, {@code step tag value}, from one event
  * file or every event file under a directory (each file's lines after a line naming it).
+ *
+ * <p>A file whose writer died mid-record is read as TensorBoard reads it: every intact record is
+ * printed, then a warning on standard error, and the command still exits 0. A record that is
+ * unreadable before the end (a CRC mismatch) is corruption: the records before it are printed,
+ * then one line naming the file and offset, and the command exits 1 (after reading the other files).
  */
 final class EventsCommand {
   private EventsCommand() {}
 
-  static int run(List<String> args, PrintStream out) {
+  static final String USAGE = "usage: muster events FILE_OR_DIR";
+
+  static int run(List<String> args, PrintStream out, PrintStream err) {
+    if (args.equals(List.of("--help"))) {
+      out.println(USAGE);
+      return 0;
+    }
     if (args.size() != 1) {
-      throw new UsageException("usage: muster events FILE_OR_DIR");
+      throw new UsageException(USAGE);
     }
     Path path = new Path(args.get(0));
     try {
@@ -44,15 +55,26 @@ final class EventsCommand {
       if (files.isEmpty()) {
         throw new UsageException("no event files (events.out.tfevents.*) under " + path);
       }
+      int code = 0;
       for (Path file : files) {
         if (status.isDirectory()) {
           out.println("# " + file);
         }
-        for (EventFiles.Scalar s : EventFiles.scalars(fs, file)) {
+        EventFiles.Contents contents = EventFiles.readIntact(fs, file);
+        for (EventFiles.Scalar s : contents.scalars()) {
           out.println(s.step() + "\t" + s.tag() + "\t" + s.value());
         }
+        out.flush();
+        if (contents.truncated()) {
+          err.println("muster events: warning: " + contents.stop().get().getMessage() + "; the "
+              + contents.events().size() + " intact records before it are shown");
+        } else if (contents.corrupt()) {
+          err.println("muster events: " + contents.stop().get().getMessage() + "; the " + contents.events().size()
+              + " records before it are shown, the rest of the file is unreadable");
+          code = 1;
+        }
       }
-      return 0;
+      return code;
     } catch (java.io.FileNotFoundException e) {
       throw new UsageException(path + " does not exist");
     } catch (IOException e) {

@@ -26,9 +26,20 @@ public final class Muster {
       "  cluster                 print this task's identity from TF_CONFIG as JSON",
       "  check [--timeout 5m]    start this task's server, join the coordination service, wait for every task",
       "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
-      "  checkpoint ls DIR       the checkpoints in DIR, the latest, and its tensors (name, dtype, shape)",
+      "  checkpoint ls|verify DIR  the checkpoints in DIR and the latest's tensors; verify: check every tensor's CRC32C",
       "  events FILE_OR_DIR      the scalars of TensorBoard event files: step, tag, value",
       "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
+
+  /** The usage of the commands that do not print their own on {@code --help}. */
+  private static final Map<String, String> HELP = Map.of(
+      "cluster", "usage: muster cluster   (prints this task's identity from TF_CONFIG as JSON)",
+      "check", "usage: muster check [--timeout 5m]   (TF_CONFIG and MUSTER_JOB_TOKEN set the same on every task; "
+          + "exit 0 when every task joined, 1 naming each missing task and what its last attempt said)",
+      "server-def", "usage: muster server-def [--text]   (this task's TensorFlow ServerDef from TF_CONFIG)",
+      "status", "usage: muster status APPID",
+      "kill", "usage: muster kill APPID",
+      "yarn-local", "usage: muster yarn-local [--dir muster-yarn-local]   keep a local YARN cluster and HDFS running; "
+          + "prints its HADOOP_CONF_DIR");
 
   private Muster() {}
 
@@ -42,13 +53,17 @@ public final class Muster {
       return args.isEmpty() ? 2 : 0;
     }
     List<String> options = args.subList(1, args.size());
+    if (options.equals(List.of("--help")) && HELP.containsKey(args.get(0))) {
+      out.println(HELP.get(args.get(0)));
+      return 0;
+    }
     try {
       return switch (args.get(0)) {
         case "cluster" -> ClusterCommand.run(options, env, out);
         case "check" -> CheckCommand.run(options, env, out, err);
         case "server-def" -> ServerDefCommand.run(options, env, out);
-        case "checkpoint" -> CheckpointCommand.run(options, out);
-        case "events" -> EventsCommand.run(options, out);
+        case "checkpoint" -> CheckpointCommand.run(options, out, err);
+        case "events" -> EventsCommand.run(options, out, err);
         case "submit" -> SubmitCommand.submit(options, SubmitCommand::clusterConfiguration, out, err);
         case "yarn-local" -> SubmitCommand.yarnLocal(options, out);
         case "status" -> SubmitCommand.status(options, SubmitCommand.clusterConfiguration(), out);

@@ -137,4 +137,140 @@ class CommandsTest {
     assertTrue(r.text().endsWith("1\tepoch_loss\t0.5\n2\tepoch_loss\t0.25\n"), r.text());
     assertEquals(2, run(Map.of(), "events", tmp.resolve("nothing").toString()).code());
   }
+
+  private static java.nio.file.Path threeLossEvents(java.nio.file.Path dir) throws Exception {
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    try (var writer = io.muster.summary.SummaryWriter.create(fs, new org.apache.hadoop.fs.Path(dir.toUri()),
+        io.muster.checkpoint.WritePolicy.SINGLE_WORKER, io.muster.summary.SummaryWriter.Options.DEFAULTS)) {
+      writer.scalar("epoch_loss", 0.5, 1);
+      writer.scalar("epoch_loss", 0.25, 2);
+      writer.scalar("epoch_loss", 0.125, 3);
+      return java.nio.file.Path.of(writer.file().toUri());
+    }
+  }
+
+  /** Where each TFRecord of a file starts: 8 bytes of length, 4 of its CRC, the data, 4 of the data's CRC. */
+  private static List<Integer> recordOffsets(byte[] file) {
+    List<Integer> offsets = new java.util.ArrayList<>();
+    for (int at = 0; at < file.length; ) {
+      offsets.add(at);
+      at += 16 + (int) java.nio.ByteBuffer.wrap(file, at, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+    }
+    return offsets;
+  }
+
+  @Test
+  void eventsOfAFileCutMidRecordPrintsEveryIntactRecordThenWarnsAndExitsZero(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+    java.nio.file.Path file = threeLossEvents(tmp);
+    byte[] bytes = java.nio.file.Files.readAllBytes(file);
+    java.nio.file.Files.write(file, java.util.Arrays.copyOf(bytes, bytes.length - 5)); // the writer died in the last
+    int last = recordOffsets(bytes).get(3);
+
+    Result r = run(Map.of(), "events", file.toString());
+    assertEquals(0, r.code(), r.err());
+    assertEquals("1\tepoch_loss\t0.5\n2\tepoch_loss\t0.25\n", r.text());
+    assertEquals("muster events: warning: " + file + ": truncated record at offset "
+        + last + ": " + (bytes.length - last - 16) + " data bytes announced, the file ends first; the writer probably "
+        + "died mid-write; the 3 intact records before it are shown\n", r.err());
+  }
+
+  @Test
+  void eventsWithACorruptRecordInTheMiddlePrintsTheRecordsBeforeItAndExitsOne(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+    java.nio.file.Path file = threeLossEvents(tmp);
+    byte[] bytes = java.nio.file.Files.readAllBytes(file);
+    int second = recordOffsets(bytes).get(2); // the file-version event, then step 1, then step 2
+    bytes[second + 12 + 3] ^= 0x40;
+    java.nio.file.Files.write(file, bytes);
+
+    Result r = run(Map.of(), "events", file.toString());
+    assertEquals(1, r.code(), r.err());
+    assertEquals("1\tepoch_loss\t0.5\n", r.text());
+    assertEquals("muster events: " + file + ": corrupt record data at offset "
+        + second + " (CRC mismatch); the 2 records before it are shown, the rest of the file is unreadable\n", r.err());
+  }
+
+  private static java.util.Map<String, io.muster.checkpoint.Tensor> threeTensors(int step) {
+    var tensors = new java.util.LinkedHashMap<String, io.muster.checkpoint.Tensor>();
+    tensors.put("dense/kernel", io.muster.checkpoint.Tensor.ofFloats(new long[] {2, 3}, 1, 2, 3, 4, 5, 6));
+    tensors.put("global_step", io.muster.checkpoint.Tensor.scalar(step));
+    tensors.put("vocab", io.muster.checkpoint.Tensor.ofStrings(new long[] {2}, "a", "b"));
+    return tensors;
+  }
+
+  private static void twoCheckpoints(java.nio.file.Path dir) throws Exception {
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    try (var manager = new io.muster.checkpoint.CheckpointManager(fs, new org.apache.hadoop.fs.Path(dir.toUri()),
+        io.muster.checkpoint.WritePolicy.SINGLE_WORKER, io.muster.checkpoint.CheckpointManager.Options.DEFAULTS)) {
+      manager.save(threeTensors(1));
+      manager.save(threeTensors(2));
+    }
+  }
+
+  /** Flips one bit of a tensor's bytes in ckpt-N's data file, as a bad disk would (the file system's own checksum sidecar goes too). */
+  private static void flipAByteOf(java.nio.file.Path dir, String checkpoint, String tensor) throws Exception {
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    var prefix = new org.apache.hadoop.fs.Path(dir.toUri().toString(), checkpoint);
+    long offset = io.muster.checkpoint.BundleReader.open(fs, prefix).entries().get(tensor).getOffset();
+    java.nio.file.Path data = dir.resolve(checkpoint + ".data-00000-of-00001");
+    byte[] bytes = java.nio.file.Files.readAllBytes(data);
+    bytes[(int) offset + 5] ^= 0x10;
+    java.nio.file.Files.write(data, bytes);
+    java.nio.file.Files.deleteIfExists(dir.resolve("." + data.getFileName() + ".crc"));
+  }
+
+  @Test
+  void checkpointVerifyReadsEveryTensorOfTheLatestAndSaysItIsIntact(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    twoCheckpoints(tmp);
+    var fs = org.apache.hadoop.fs.FileSystem.getLocal(new org.apache.hadoop.conf.Configuration());
+    long bytes = io.muster.checkpoint.BundleReader.open(fs, new org.apache.hadoop.fs.Path(tmp.toUri().toString(), "ckpt-2"))
+        .entries().values().stream().mapToLong(io.muster.proto.tf.BundleEntryProto::getSize).sum();
+    Result r = run(Map.of(), "checkpoint", "verify", tmp.toString());
+    assertEquals(0, r.code(), r.err());
+    assertEquals("ckpt-2: 3 tensors, " + bytes + " bytes, every CRC32C matches\n", r.text());
+    assertEquals("", r.err());
+  }
+
+  @Test
+  void checkpointVerifyNamesEachCorruptTensorAndExitsOne(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    twoCheckpoints(tmp);
+    flipAByteOf(tmp, "ckpt-2", "dense/kernel");
+
+    Result r = run(Map.of(), "checkpoint", "verify", tmp.toString());
+    assertEquals(1, r.code(), r.err());
+    assertEquals("", r.text());
+    List<String> lines = r.err().lines().toList();
+    assertEquals(2, lines.size(), r.err());
+    assertEquals("muster checkpoint verify: ckpt-2 is corrupt: 1 of 3 tensors do not read back intact: dense/kernel",
+        lines.get(0));
+    assertTrue(lines.get(1).startsWith("  dense/kernel: Checksum does not match for dense/kernel in "), lines.get(1));
+
+    // the checkpoint before it is intact, and can be named
+    Result older = run(Map.of(), "checkpoint", "verify", tmp.toString(), "ckpt-1");
+    assertEquals(0, older.code(), older.err());
+    assertTrue(older.text().startsWith("ckpt-1: 3 tensors, "), older.text());
+  }
+
+  @Test
+  void checkpointVerifyOfANameNotThereIsAUsageError(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    twoCheckpoints(tmp);
+    Result r = run(Map.of(), "checkpoint", "verify", tmp.toString(), "ckpt-9");
+    assertEquals(2, r.code());
+    assertTrue(r.err().startsWith("muster checkpoint: no checkpoint ckpt-9 in "), r.err());
+    assertEquals(1, r.err().lines().count(), r.err());
+  }
+
+  @Test
+  void everyCliCommandPrintsItsUsageOnHelp() {
+    for (String command : List.of("cluster", "check", "server-def", "checkpoint", "events", "status", "kill",
+        "yarn-local")) {
+      Result r = run(Map.of(), command, "--help");
+      assertEquals(0, r.code(), command + ": " + r.err());
+      assertTrue(r.text().startsWith("usage: muster " + command), r.text());
+    }
+  }
 }
