@@ -25,27 +25,42 @@ import java.util.concurrent.TimeUnit;
 final class AllReduceBench {
   private AllReduceBench() {}
 
-  static void run(List<String> args) throws Exception {
+  /** The benchmark as its arguments ask, checked first. */
+  static Bench.Job parse(List<String> args) {
     boolean table = args.contains("--table");
     boolean tls = args.contains("--tls");
     List<String> rest = new ArrayList<>(args);
     rest.remove("--table");
     rest.remove("--tls");
+    rest.stream().filter(a -> a.startsWith("--")).findFirst().ifPresent(a -> {
+      throw new IllegalArgumentException("unknown argument '" + a + "'; options: --table, --tls");
+    });
     if (rest.size() < 2) {
-      throw new IllegalArgumentException("usage: muster bench allreduce [--table] [--tls] N SIZE...");
+      throw new IllegalArgumentException("needs N (ranks) and at least one SIZE: muster bench allreduce [--table] "
+          + "[--tls] N SIZE...");
     }
-    int n = Integer.parseInt(rest.get(0));
-    if (n < 1 || n > 64) {
-      throw new IllegalArgumentException("N must be in 1..64, was " + n);
+    int n = BenchArgs.positive("N", rest.get(0), "N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
+    if (n > 64) {
+      throw new IllegalArgumentException("N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
     }
     List<String> sizes = new ArrayList<>();
     for (String s : rest.subList(1, rest.size())) {
-      long bytes = parseSize(s);
+      long bytes;
+      try {
+        bytes = parseSize(s);
+      } catch (NumberFormatException e) {
+        bytes = -1;
+      }
       if (bytes <= 0 || bytes % 4 != 0 || bytes > (1L << 30)) {
-        throw new IllegalArgumentException("SIZE must be a positive multiple of 4 bytes up to 1G, was " + s);
+        throw new IllegalArgumentException("SIZE must be a positive multiple of 4 bytes up to 1G (such as 4096, 4K, "
+            + "64M), was '" + s + "'");
       }
       sizes.add(String.valueOf(bytes));
     }
+    return () -> run(n, sizes, table, tls);
+  }
+
+  private static void run(int n, List<String> sizes, boolean table, boolean tls) throws Exception {
     List<Map<String, Object>> ring;
     if (tls) {
       try (ThrowawayCertificate certificate = ThrowawayCertificate.create()) {

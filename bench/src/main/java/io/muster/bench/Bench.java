@@ -6,6 +6,7 @@ import java.util.List;
 
 /** {@code ./muster bench <name>}: benchmark harnesses; results are JSON lines on stdout. */
 public final class Bench {
+  private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(Bench.class);
   private Bench() {}
 
   /** The middle value (the upper of the two middle ones for an even count). */
@@ -25,27 +26,56 @@ public final class Bench {
           + "kill to next attempt, master memory)",
       "  results are JSON lines on stdout");
 
-  public static void main(String[] args) throws Exception {
+  /** A benchmark whose options are checked: what is left is to run it. */
+  interface Job {
+    void run() throws Exception;
+  }
+
+  public static void main(String[] args) {
     System.exit(run(args, System.out, System.err));
   }
 
-  /** The command: {@code --help} prints the usage (0); no or an unknown benchmark is a usage error (2). */
-  static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
+  /**
+   * The command: {@code --help} (alone or after a benchmark's name) prints the usage (0); no or an
+   * unknown benchmark, or a benchmark's own bad option, is a usage error: one line, exit 2, before
+   * anything is measured.
+   */
+  static int run(String[] args, PrintStream out, PrintStream err) {
     List<String> rest = args.length == 0 ? List.of() : Arrays.asList(args).subList(1, args.length);
     String name = args.length == 0 ? "" : args[0];
-    switch (name) {
-      case "coordination" -> CoordinationBench.run(rest);
-      case "coordinator" -> CoordinatorBench.run(rest);
-      case "allreduce" -> AllReduceBench.run(rest);
-      case "checkpoint" -> CheckpointBench.run(rest);
-      case "spark" -> SparkBench.run(rest);
-      case "--help", "-h" -> out.println(USAGE);
-      default -> {
-        err.println("muster bench: " + (name.isEmpty() ? "which benchmark?" : "unknown benchmark '" + name + "'")
-            + "; the benchmarks: coordination, coordinator, allreduce, checkpoint, spark, yarn (muster bench --help)");
-        return 2;
-      }
+    if (name.equals("--help") || name.equals("-h") || rest.contains("--help")) {
+      out.println(USAGE);
+      return 0;
     }
-    return 0;
+    Job job;
+    try {
+      job = switch (name) {
+        case "coordination" -> CoordinationBench.parse(rest);
+        case "coordinator" -> CoordinatorBench.parse(rest);
+        case "allreduce" -> AllReduceBench.parse(rest);
+        case "checkpoint" -> CheckpointBench.parse(rest);
+        case "spark" -> SparkBench.parse(rest);
+        default -> {
+          err.println("muster bench: " + (name.isEmpty() ? "which benchmark?" : "unknown benchmark '" + name + "'")
+              + "; the benchmarks: coordination, coordinator, allreduce, checkpoint, spark, yarn (muster bench --help)");
+          yield null;
+        }
+      };
+    } catch (IllegalArgumentException e) {
+      err.println("muster bench " + name + ": " + e.getMessage());
+      return 2;
+    }
+    if (job == null) {
+      return 2;
+    }
+    try {
+      job.run();
+      return 0;
+    } catch (Exception e) {
+      log.debug("muster bench {} failed", name, e);
+      err.println("muster bench " + name + ": " + java.util.Objects.requireNonNullElse(e.getMessage(), e.toString())
+          + " (MUSTER_LOG_LEVEL=debug for the stack trace)");
+      return 1;
+    }
   }
 }

@@ -38,8 +38,16 @@ final class CheckpointBench {
 
   private CheckpointBench() {}
 
-  static void run(List<String> args) throws Exception {
-    List<Integer> sizes = args.isEmpty() ? List.of(64, 512) : args.stream().map(Integer::parseInt).toList();
+  /** The benchmark as its arguments ask (checkpoint sizes in MiB), checked first. */
+  static Bench.Job parse(List<String> args) {
+    List<Integer> sizes = args.isEmpty() ? List.of(64, 512) : args.stream()
+        .map(a -> BenchArgs.positive("MiB", a, (a.startsWith("--") ? "unknown argument '" + a + "'; " : "")
+            + "the checkpoint sizes must be positive integers (MiB), was '" + a + "'"))
+        .toList();
+    return () -> run(sizes);
+  }
+
+  private static void run(List<Integer> sizes) throws Exception {
     Configuration conf = new Configuration();
     // MUSTER_BENCH_DFS_DIR=/dev/shm/... puts the datanode in memory, leaving only software costs.
     File base = new File(System.getenv().getOrDefault("MUSTER_BENCH_DFS_DIR", "target/bench-minidfs")).getAbsoluteFile();

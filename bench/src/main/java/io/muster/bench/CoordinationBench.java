@@ -49,26 +49,25 @@ final class CoordinationBench {
 
   private CoordinationBench() {}
 
-  static void run(List<String> args) throws Exception {
-    Map<String, String> options = new LinkedHashMap<>(Map.of("--processes", "2,4,8", "--threads", "2,4,8,16,64",
-        "--seconds", "1"));
-    for (int i = 0; i + 1 < args.size(); i += 2) {
-      if (!options.containsKey(args.get(i))) {
-        throw new IllegalArgumentException("unknown option " + args.get(i) + "; options: " + options.keySet());
+  /** The benchmark as its options ask, checked first. */
+  static Bench.Job parse(List<String> args) {
+    Map<String, String> defaults = new LinkedHashMap<>();
+    defaults.put("--processes", "2,4,8");
+    defaults.put("--threads", "2,4,8,16,64");
+    defaults.put("--seconds", "1");
+    BenchArgs options = BenchArgs.parse(args, defaults);
+    List<Integer> processes = options.positiveInts("--processes");
+    List<Integer> threads = options.positiveInts("--threads");
+    Duration seconds = Duration.ofSeconds(options.positiveInt("--seconds"));
+    return () -> {
+      for (int n : processes) {
+        joinProcesses(n);
       }
-      options.put(args.get(i), args.get(i + 1));
-    }
-    for (int n : ints(options.get("--processes"))) {
-      joinProcesses(n);
-    }
-    for (int n : ints(options.get("--threads"))) {
-      joinThreads(n);
-    }
-    keyValue(Duration.ofSeconds(Long.parseLong(options.get("--seconds"))));
-  }
-
-  private static int[] ints(String csv) {
-    return csv.isBlank() ? new int[0] : Arrays.stream(csv.split(",")).mapToInt(Integer::parseInt).toArray();
+      for (int n : threads) {
+        joinThreads(n);
+      }
+      keyValue(seconds);
+    };
   }
 
   private static void joinProcesses(int n) throws Exception {

@@ -37,13 +37,18 @@ final class CoordinatorBench {
 
   private CoordinatorBench() {}
 
-  static void run(List<String> args) throws Exception {
-    if (args.isEmpty() || args.size() > 2 || !args.get(0).matches("[1-9][0-9]?")) {
-      throw new IllegalArgumentException("usage: muster bench coordinator W [ROUNDS]  (W workers, 1 to 99; ROUNDS "
-          + "of each measurement, default 3)");
+  static Bench.Job parse(List<String> args) {
+    if (args.isEmpty() || args.size() > 2) {
+      throw new IllegalArgumentException("needs W (workers) and optionally ROUNDS, was " + args);
     }
-    int workers = Integer.parseInt(args.get(0));
-    int rounds = args.size() > 1 ? Integer.parseInt(args.get(1)) : 3;
+    int workers = BenchArgs.positive("W", args.get(0), "W (workers) must be a positive integer, was '" + args.get(0)
+        + "'");
+    int rounds = args.size() > 1 ? BenchArgs.positive("ROUNDS", args.get(1), "ROUNDS must be a positive integer, was '"
+        + args.get(1) + "'") : 3;
+    return () -> run(workers, rounds);
+  }
+
+  private static void run(int workers, int rounds) throws Exception {
     Map<String, List<String>> jobs = new LinkedHashMap<>();
     jobs.put("chief", freePorts(1));
     jobs.put("worker", freePorts(workers));

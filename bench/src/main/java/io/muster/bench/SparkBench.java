@@ -32,16 +32,18 @@ final class SparkBench {
   /** Marks the tasks leave for the driver (same JVM in local mode). */
   static final Map<String, Long> MARKS = new ConcurrentHashMap<>();
 
-  static void run(List<String> args) throws Exception {
-    int workers = 4;
-    int runs = 5;
-    for (int i = 0; i < args.size(); i += 2) {
-      switch (args.get(i)) {
-        case "--workers" -> workers = Integer.parseInt(args.get(i + 1));
-        case "--runs" -> runs = Integer.parseInt(args.get(i + 1));
-        default -> throw new IllegalArgumentException("unknown argument " + args.get(i) + "; use --workers N --runs N");
-      }
-    }
+  /** The benchmark as its options ask, checked first. */
+  static Bench.Job parse(List<String> args) {
+    Map<String, String> defaults = new java.util.LinkedHashMap<>();
+    defaults.put("--workers", "4");
+    defaults.put("--runs", "5");
+    BenchArgs options = BenchArgs.parse(args, defaults);
+    int workers = options.positiveInt("--workers");
+    int runs = options.positiveInt("--runs");
+    return () -> run(workers, runs);
+  }
+
+  private static void run(int workers, int runs) throws Exception {
     SparkConf conf = new SparkConf().setMaster("local[" + workers + "]").setAppName("muster-bench-spark")
         .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
         .set("spark.driver.bindAddress", "127.0.0.1");

@@ -30,21 +30,74 @@ import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 public final class YarnBench {
   private YarnBench() {}
 
-  public static void main(String[] args) throws Exception {
-    Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3"));
-    for (int i = 0; i + 1 < args.length; i += 2) {
-      if (!options.containsKey(args[i])) {
-        System.err.println("usage: muster bench yarn [--containers 4,8] [--runs 3]");
-        System.exit(2);
-      }
-      options.put(args[i], args[i + 1]);
+  static final String USAGE = "usage: muster bench yarn [--containers 4,8] [--runs 3]";
+
+  public static void main(String[] args) {
+    System.exit(run(args, System.out, System.err));
+  }
+
+  /**
+   * The command: {@code --help} prints the usage (0); a bad option is one line, exit 2, before the
+   * cluster starts; a failed measurement is one line, exit 1.
+   */
+  static int run(String[] args, java.io.PrintStream out, java.io.PrintStream err) {
+    if (Arrays.asList(args).contains("--help")) {
+      out.println(USAGE);
+      return 0;
     }
-    int runs = Integer.parseInt(options.get("--runs"));
+    List<Integer> containers;
+    int runs;
+    try {
+      Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3"));
+      for (int i = 0; i < args.length; i += 2) {
+        if (!options.containsKey(args[i])) {
+          throw new IllegalArgumentException("unknown argument '" + args[i] + "'; options: --containers, --runs");
+        }
+        if (i + 1 >= args.length) {
+          throw new IllegalArgumentException(args[i] + " needs a value");
+        }
+        options.put(args[i], args[i + 1]);
+      }
+      String runsGiven = options.get("--runs");
+      runs = positive(runsGiven, "--runs must be a positive integer, was '" + runsGiven + "'");
+      String csv = options.get("--containers");
+      containers = new ArrayList<>();
+      for (String n : csv.split(",", -1)) {
+        containers.add(positive(n, "--containers must be positive integers separated by commas (such as 4,8), was '"
+            + csv + "'"));
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("muster bench yarn: " + e.getMessage());
+      return 2;
+    }
+    try {
+      measure(containers, runs);
+      return 0;
+    } catch (Exception e) {
+      org.slf4j.LoggerFactory.getLogger(YarnBench.class).debug("muster bench yarn failed", e);
+      err.println("muster bench yarn: " + java.util.Objects.requireNonNullElse(e.getMessage(), e.toString())
+          + " (MUSTER_LOG_LEVEL=debug for the stack trace)");
+      return 1;
+    }
+  }
+
+  private static int positive(String value, String message) {
+    try {
+      int n = Integer.parseInt(value.strip());
+      if (n > 0) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // the message says what is accepted
+    }
+    throw new IllegalArgumentException(message);
+  }
+
+  private static void measure(List<Integer> sizes, int runs) throws Exception {
     try (LocalYarn local = LocalYarn.startTemporary();
         MusterClient client = new MusterClient(local.configuration())) {
       Path dir = local.directory(); // the commands' outputs go with the cluster's files
-      for (String n : options.get("--containers").split(",")) {
-        int containers = Integer.parseInt(n.strip());
+      for (int containers : sizes) {
         List<Double> starts = new ArrayList<>();
         long peakRss = 0;
         for (int run = -1; run < runs; run++) { // run -1 warms up
