@@ -147,6 +147,9 @@ record RunIdentity(String data, List<String> features, int classes, long seed) {
     } catch (FileNotFoundException e) {
       return Optional.empty();
     }
+    if (CommandRunIdentity.KIND.equals(p.getProperty("run"))) {
+      throw refused(out, "the outputs of a muster spark-run");
+    }
     try {
       return Optional.of(new RunIdentity(p.getProperty("data", ""),
           Arrays.asList(p.getProperty("features", "").split(",", -1)), Integer.parseInt(p.getProperty("classes")),

@@ -33,10 +33,12 @@ public final class SparkRun {
 
   private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--ps", "0", "--data", "",
       "--out", "", "--gpus-per-worker", "0", "--max-attempts", "1", "--result", "");
-  private static final Set<String> FLAGS = Set.of("--chief", "--evaluator");
+  private static final Set<String> FLAGS = Set.of("--chief", "--evaluator", "--overwrite");
   private static final String USAGE = "usage: muster spark-run [--workers 4] [--chief] [--ps 0] [--evaluator] "
-      + "[--data FILE.csv|FILE.parquet] [--out DIR] [--gpus-per-worker 0] [--max-attempts 1] [--result FILE] "
-      + "-- COMMAND [ARGS...]";
+      + "[--data FILE.csv|FILE.parquet] [--out DIR [--overwrite]] [--gpus-per-worker 0] [--max-attempts 1] "
+      + "[--result FILE] -- COMMAND [ARGS...]\n"
+      + "  --out: MUSTER_OUTPUT_DIR of every task (any Hadoop URI); it keeps which run it belongs to (the command and "
+      + "the data): the same run again resumes there, another run is refused unless --overwrite, which empties it";
 
   public static void main(String[] args) {
     int code;
@@ -100,11 +102,27 @@ public final class SparkRun {
   static Optional<byte[]> run(SparkSession spark, Map<String, String> options, List<String> command) {
     BarrierTrainer trainer = trainer(options);
     ExternalCommand external = ExternalCommand.of(command);
-    if (!options.get("--out").isEmpty()) {
-      external = external.withOutputDir(SparkDemo.outputUri(options.get("--out")));
-    }
     String data = options.get("--data");
+    if (!options.get("--out").isEmpty()) {
+      String out = SparkDemo.outputUri(options.get("--out"));
+      claim(spark.sparkContext().hadoopConfiguration(), new org.apache.hadoop.fs.Path(out), command, data,
+          Boolean.parseBoolean(options.get("--overwrite")));
+      external = external.withOutputDir(out);
+    }
     return data.isEmpty() ? trainer.run(spark, external) : trainer.run(SparkDemo.read(spark, data), external);
+  }
+
+  /** Makes {@code out} this run's (see {@link CommandRunIdentity}), or refuses it. */
+  private static void claim(org.apache.hadoop.conf.Configuration hadoop, org.apache.hadoop.fs.Path out,
+      List<String> command, String data, boolean overwrite) {
+    try {
+      CommandRunIdentity identity = CommandRunIdentity.of(command, data.isEmpty() ? "" : RunIdentity.ofFile(data, hadoop));
+      if (identity.claim(out.getFileSystem(hadoop), out, overwrite)) {
+        log.info("--out {} holds this run's outputs from before; the command finds them in MUSTER_OUTPUT_DIR", out);
+      }
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException("--out " + out + ": " + e.getMessage(), e);
+    }
   }
 
   /** The options with their defaults filled in, for callers other than {@link #main}. */

@@ -114,4 +114,53 @@ class SparkRunTest {
     assertEquals(1, results.stream().map(r -> r.get("weights_sha256")).distinct().count(), results.toString());
     assertTrue(((Number) results.get(0).get("accuracy")).doubleValue() > 0.7, results.toString());
   }
+
+  private record Outcome(int code, String out, String err) {}
+
+  private static Outcome sparkRun(String... args) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+    int code = SparkRun.run(args, new java.io.PrintStream(out, true), new java.io.PrintStream(err, true),
+        trainer -> spark);
+    return new Outcome(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  /**
+   * A second run into the same --out: the same command resumes with its outputs, another command is
+   * refused in one line (exit 1, before it runs) unless --overwrite, which empties the directory; a
+   * directory holding files no run of Muster's wrote is refused, even with --overwrite.
+   */
+  @Test
+  void aSecondRunIntoTheSameOutResumesTheSameRunAndRefusesAnother(@TempDir Path tmp) throws Exception {
+    Path out = tmp.resolve("out");
+    // the chief appends a line to runs.txt in its output directory each time it runs
+    String appends = "if [ \"$MUSTER_IS_CHIEF\" = true ]; then echo run >> \"${MUSTER_OUTPUT_DIR#file:}/runs.txt\"; fi";
+    Outcome first = sparkRun("--workers", "1", "--out", out.toString(), "--", "sh", "-c", appends);
+    assertEquals(0, first.code(), first.err());
+    Outcome again = sparkRun("--workers", "2", "--out", out.toString(), "--", "sh", "-c", appends);
+    assertEquals(0, again.code(), again.err());
+    assertEquals(List.of("run", "run"), Files.readAllLines(out.resolve("runs.txt")), "the same run found its outputs");
+
+    String other = "touch \"${MUSTER_OUTPUT_DIR#file:}/other-ran\"";
+    Outcome refused = sparkRun("--workers", "1", "--out", out.toString(), "--", "sh", "-c", other);
+    assertEquals(1, refused.code(), refused.err());
+    assertEquals("muster spark-run: --out file:" + out + " holds the outputs of "
+        + "another run: command sh -c '" + appends + "' there, sh -c '" + other + "' here; give --out a new "
+        + "directory, or --overwrite to replace them\n", refused.err());
+    assertTrue(!Files.exists(out.resolve("other-ran")), "the other command never ran");
+
+    Outcome overwritten = sparkRun("--workers", "1", "--out", out.toString(), "--overwrite", "--", "sh", "-c", other);
+    assertEquals(0, overwritten.code(), overwritten.err());
+    assertTrue(Files.exists(out.resolve("other-ran")));
+    assertTrue(!Files.exists(out.resolve("runs.txt")), "the other run's outputs were deleted");
+
+    Path stranger = Files.createDirectories(tmp.resolve("stranger"));
+    Files.writeString(stranger.resolve("notes.txt"), "mine");
+    Outcome notOurs = sparkRun("--workers", "1", "--out", stranger.toString(), "--overwrite", "--", "true");
+    assertEquals(1, notOurs.code(), notOurs.err());
+    assertEquals("muster spark-run: --out file:" + stranger + " holds files that "
+        + "do not say which run they belong to (notes.txt); give --out a new directory (Muster replaces only a "
+        + "directory its own runs wrote)\n", notOurs.err());
+    assertEquals("mine", Files.readString(stranger.resolve("notes.txt")));
+  }
 }
