@@ -176,21 +176,22 @@ public final class BarrierTrainer {
     return withRetries(attempt -> runCommandGang(shards, data.schema(), command, attempt));
   }
 
-  private <R> R withRetries(IntFunction<R> gang) {
+  private <R> R withRetries(IntFunction<R> run) {
     for (int attempt = 0; ; attempt++) {
       try {
-        return gang.apply(attempt);
+        return run.apply(attempt);
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
         boolean retryable = !UsersFailureException.isIn(e);
+        String why = GangFailure.describe(e, gang);
+        log.debug("attempt {} of {} failed; as Spark reported it:", attempt + 1, maxAttempts, e);
         if (attempt + 1 >= maxAttempts || !retryable) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
-              + (retryable || maxAttempts == 1 ? "" : ", not retried (" + NOT_RETRIED + ")") + ": "
-              + withoutStackFrames(e.getMessage()), e);
+              + (retryable || maxAttempts == 1 ? "" : ", not retried (" + NOT_RETRIED + ")") + ": " + why, e);
         }
-        log.warn("training attempt {} of {} failed; re-running the whole gang ({}): {}", attempt + 1, maxAttempts,
-            gang, e.toString());
+        log.warn("attempt {} of {} failed: {}; re-running the gang", attempt + 1, maxAttempts,
+            why.lines().findFirst().orElse(why));
       }
     }
   }
