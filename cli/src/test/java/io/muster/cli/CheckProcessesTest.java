@@ -31,9 +31,7 @@ class CheckProcessesTest {
   }
 
   private static ChildJvm check(String name, ClusterSpec cluster, int index, String timeout) {
-    return ChildJvm.start(name + "-worker-" + index, Muster.class, List.of("check", "--timeout", timeout),
-        Map.of("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", index)).toJson(),
-            "MUSTER_JOB_TOKEN", "check-test-token"), LOGS);
+    return check(name, cluster, index, timeout, "check-test-token");
   }
 
   @Test
@@ -81,6 +79,94 @@ class CheckProcessesTest {
       // The deadline counts from each task's start; JVM start-up on a loaded 2-core machine is the slack.
       Duration took = Duration.ofNanos(System.nanoTime() - start);
       assertTrue(took.compareTo(timeout.plusSeconds(15)) < 0, "took " + took);
+    } finally {
+      tasks.forEach(ChildJvm::close);
+    }
+  }
+
+  private static ChildJvm check(String name, ClusterSpec cluster, int index, String timeout, String token) {
+    return ChildJvm.start(name + "-worker-" + index, Muster.class, List.of("check", "--timeout", timeout),
+        Map.of("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", index)).toJson(), "MUSTER_JOB_TOKEN", token),
+        LOGS);
+  }
+
+  private static String lastLine(ChildJvm task) {
+    List<String> lines = task.output().lines().toList();
+    return lines.isEmpty() ? "" : lines.get(lines.size() - 1);
+  }
+
+  @Test
+  void aPeerWithAnotherTokenIsNamedByTheLeaderAtOnceNotAfterItsDeadline() throws Exception {
+    ClusterSpec cluster = fourWorkers();
+    String w1 = cluster.taskAddress(new TaskId("worker", 1));
+    try (ChildJvm leader = check("token", cluster, 0, "5m")) {
+      leader.awaitOutput("serving on", Duration.ofSeconds(60));
+      long start = System.nanoTime();
+      try (ChildJvm stranger = check("token", cluster, 1, "5m", "another-token")) {
+        assertEquals(1, stranger.waitFor(Duration.ofSeconds(60)), stranger.output());
+        assertTrue(lastLine(stranger).startsWith("muster check: UNAUTHENTICATED: worker 1 could not register with "
+            + "the coordination leader worker 0 at " + cluster.taskAddress(new TaskId("worker", 0))
+            + ": job token does not match"), stranger.output());
+      }
+      assertEquals(1, leader.waitFor(Duration.ofSeconds(60)), leader.output());
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertEquals("muster check: UNAUTHENTICATED: worker 0 cannot complete the cluster: worker 1 at " + w1
+          + ": refused: wrong job token (its calls carry a MUSTER_JOB_TOKEN other than this task's; every task of a "
+          + "job needs the same)", lastLine(leader));
+      assertTrue(took.compareTo(Duration.ofSeconds(60)) < 0, "the leader's deadline is 5 minutes; took " + took);
+    }
+  }
+
+  /** A plain TCP server on {@code port} that answers every connection with {@code answer} (or nothing) and closes it. */
+  private static ServerSocket impostor(int port, byte[] answer) throws Exception {
+    ServerSocket server = new ServerSocket(port, 50, java.net.InetAddress.getByName("127.0.0.1"));
+    Thread accept = new Thread(() -> {
+      while (!server.isClosed()) {
+        try (java.net.Socket s = server.accept()) {
+          if (answer.length == 0) {
+            Thread.sleep(2_000);
+          } else {
+            s.getOutputStream().write(answer);
+            s.getOutputStream().flush();
+            s.getInputStream().read(new byte[64]); // as an HTTP/1 server does: it reads the request first
+          }
+        } catch (Exception e) {
+          return;
+        }
+      }
+    }, "impostor-" + port);
+    accept.setDaemon(true);
+    accept.start();
+    return server;
+  }
+
+  @Test
+  void aLeaderPortHeldByAnHttpServerIsReportedAsNotAMusterTask() throws Exception {
+    ClusterSpec cluster = fourWorkers();
+    String w0 = cluster.taskAddress(new TaskId("worker", 0));
+    try (ServerSocket http = impostor(io.muster.cluster.HostPort.parse(w0).port(),
+        "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        ChildJvm w1 = check("http", cluster, 1, "60s")) {
+      assertEquals(1, w1.waitFor(Duration.ofSeconds(60)), w1.output());
+      assertEquals("muster check: worker 1 cannot register with the coordination leader worker 0: its address " + w0
+          + " is held by a program that is not a Muster task: it answered 'HTTP/1.1 400 Bad Request' to gRPC's "
+          + "HTTP/2 greeting", lastLine(w1));
+    }
+  }
+
+  @Test
+  void aPeerPortHeldBySomethingSilentIsReportedAsNotAMusterTask() throws Exception {
+    ClusterSpec cluster = fourWorkers();
+    String w3 = cluster.taskAddress(new TaskId("worker", 3));
+    List<ChildJvm> tasks = new ArrayList<>();
+    try (ServerSocket silent = impostor(io.muster.cluster.HostPort.parse(w3).port(), new byte[0])) {
+      for (int i = 0; i < 3; i++) {
+        tasks.add(check("silent", cluster, i, "5s"));
+      }
+      ChildJvm leader = tasks.get(0);
+      assertEquals(1, leader.waitFor(Duration.ofSeconds(60)), leader.output());
+      assertTrue(lastLine(leader).contains("1 of 4 tasks missing: worker 3 at " + w3 + ": held by a program that is "
+          + "not a Muster task: it did not answer gRPC's HTTP/2 greeting within 500 ms"), leader.output());
     } finally {
       tasks.forEach(ChildJvm::close);
     }

@@ -12,6 +12,7 @@ import io.muster.proto.coordination.*;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Reachability;
+import io.muster.rpc.RefusedCall;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -55,6 +56,7 @@ public final class CoordinationAgent implements AutoCloseable {
   private final CoordinationServiceGrpc.CoordinationServiceStub async;
   private final CoordinationOptions options;
   private final Consumer<CoordinationException> onError;
+  private final boolean tls;
   private final long incarnation = ThreadLocalRandom.current().nextLong();
   private final ScheduledExecutorService heartbeats;
   private final Map<String, Long> barrierCounters = new HashMap<>();
@@ -66,10 +68,14 @@ public final class CoordinationAgent implements AutoCloseable {
   private volatile io.grpc.Context.CancellableContext pollContext;
 
   /**
-   * @param channel the channel to the leader's task server (from the task's channel cache)
+   * @param channel the channel to the leader's task server (from the task's channel cache); the
+   *     agent's calls also say which task they come from, so that a leader that refuses them can
+   *     name it
+   * @param tls whether the job's channels use TLS (without it, a peer's port is also checked for
+   *     gRPC's HTTP/2 when explaining a wait, to tell a program that is not a Muster task)
    * @param onError told once, on a heartbeat or poll thread, when this task or a peer fails
    */
-  public CoordinationAgent(ClusterSpec cluster, TaskId task, TaskId leader, Channel channel,
+  public CoordinationAgent(ClusterSpec cluster, TaskId task, TaskId leader, Channel channel, boolean tls,
       CoordinationOptions options, Consumer<CoordinationException> onError) {
     if (!cluster.contains(task)) {
       throw new IllegalArgumentException("task " + task + " is not in the cluster " + cluster);
@@ -78,10 +84,12 @@ public final class CoordinationAgent implements AutoCloseable {
     this.task = task;
     this.leader = leader;
     this.leaderAddress = HostPort.parse(cluster.taskAddress(leader));
-    this.blocking = CoordinationServiceGrpc.newBlockingStub(channel);
-    this.async = CoordinationServiceGrpc.newStub(channel);
+    Channel identified = RefusedCall.identifying(channel, task);
+    this.blocking = CoordinationServiceGrpc.newBlockingStub(identified);
+    this.async = CoordinationServiceGrpc.newStub(identified);
     this.options = options;
     this.onError = onError;
+    this.tls = tls;
     this.heartbeats = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "muster-heartbeat-" + task.job() + "-" + task.index());
       t.setDaemon(true);
@@ -138,6 +146,12 @@ public final class CoordinationAgent implements AutoCloseable {
         // UNIMPLEMENTED: the leader's server is up but does not host the service yet (a launcher
         // binds every server first and starts the service once the cluster is known).
         if (code != Status.Code.UNAVAILABLE && code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNIMPLEMENTED) {
+          // a transport failure of another kind (gRPC says "http2 exception"): what holds the port?
+          String probe = code == Status.Code.INTERNAL || code == Status.Code.UNKNOWN ? probe(leaderAddress) : "";
+          if (Reachability.notAMusterTask(probe)) {
+            throw new PeerUnavailableException(task + " cannot register with the coordination leader " + leader
+                + ": its address " + leaderAddress + " is " + probe, e);
+          }
           throw Errors.toException(task + " could not register with the coordination leader " + leader
               + " at " + leaderAddress, e);
         }
@@ -167,6 +181,10 @@ public final class CoordinationAgent implements AutoCloseable {
         call(deadline, options.progressInterval()).waitForAllTasks(request);
         return;
       } catch (StatusRuntimeException e) {
+        if (e.getStatus().getCode() == Status.Code.UNAUTHENTICATED && Errors.coordinationPayload(e) != null) {
+          // the service refused a peer's calls for their token: that peer will not join
+          throw Errors.toException(task + " cannot complete the cluster", e);
+        }
         if (e.getStatus().getCode() != Status.Code.DEADLINE_EXCEEDED) {
           if (e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
             throw new PeerUnavailableException(task + " lost the coordination service while waiting for all tasks: "
@@ -198,11 +216,15 @@ public final class CoordinationAgent implements AutoCloseable {
     for (TaskStatus s : missing) {
       String address = cluster.taskAddress(s.task());
       probes.add(CompletableFuture.supplyAsync(() -> {
-        String probe = Reachability.probe(HostPort.parse(address), PROBE_TIMEOUT);
-        String why = probe.equals("listening")
-            ? "listening, but not registered with the coordination service" + s.error().map(e -> " (" + e + ")").orElse("")
-            : probe;
-        return s.task() + " at " + address + ": " + (s.state() == TaskState.ERROR ? "in error: " + s.error().orElse("") : why);
+        if (s.state() == TaskState.ERROR) {
+          return s.task() + " at " + address + ": in error: " + s.error().orElse("");
+        }
+        if (s.error().isPresent()) { // what the service said to its last attempt (refused: wrong job token)
+          return s.task() + " at " + address + ": " + s.error().get();
+        }
+        String probe = probe(HostPort.parse(address));
+        return s.task() + " at " + address + ": "
+            + (probe.equals("listening") ? "listening, but not registered with the coordination service" : probe);
       }));
     }
     return missing.size() + " of " + states.size() + " tasks missing: "
@@ -214,7 +236,7 @@ public final class CoordinationAgent implements AutoCloseable {
     List<CompletableFuture<String>> probes = cluster.allTasks().stream().filter(t -> !t.equals(task))
         .map(t -> CompletableFuture.supplyAsync(() -> {
           String address = cluster.taskAddress(t);
-          String probe = Reachability.probe(HostPort.parse(address), PROBE_TIMEOUT);
+          String probe = probe(HostPort.parse(address));
           return probe.equals("listening") ? null : t + " at " + address + ": " + probe;
         })).toList();
     List<String> down = probes.stream().map(CompletableFuture::join).filter(java.util.Objects::nonNull).toList();
@@ -222,8 +244,13 @@ public final class CoordinationAgent implements AutoCloseable {
         : "not answering from " + task + ": " + String.join("; ", down);
   }
 
+  /** What answers at a peer's address: gRPC ({@code "listening"}), something else, or nothing, and why. */
+  private String probe(HostPort address) {
+    return tls ? Reachability.probe(address, PROBE_TIMEOUT) : Reachability.identify(address, PROBE_TIMEOUT);
+  }
+
   private String leaderUnreachable(StatusRuntimeException e) {
-    String probe = Reachability.probe(leaderAddress, PROBE_TIMEOUT);
+    String probe = probe(leaderAddress);
     String detail = probe.equals("listening") ? e.getStatus().getCode() + " " + e.getStatus().getDescription() : probe;
     return "coordination leader " + leader + " at " + leaderAddress + ": " + detail;
   }

@@ -50,6 +50,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   private final List<StreamObserver<WaitForAllTasksResponse>> waitingForAll = new ArrayList<>();
   private final ScheduledExecutorService timer;
   private boolean allRegistered;
+  private StatusRuntimeException registrationFailure;
   private boolean closed;
 
   /** One coordinated task's record at the service: its state, and the errors on their way to it. */
@@ -59,6 +60,8 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     final TaskStateMachine lifecycle;
     StreamObserver<PollForErrorResponse> poll;
     StatusRuntimeException undeliveredError;
+    /** What this task's last call was told at the leader's token check, until it registers. */
+    String refusal;
 
     Task(TaskId id, String address, boolean recoverable) {
       this.id = id;
@@ -144,6 +147,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
 
   private void connected(Task task) {
     task.undeliveredError = null;
+    task.refusal = null;
     long connected = tasks.values().stream().filter(t -> t.lifecycle.connected()).count();
     log.info("{} registered ({} of {} tasks connected)", task.describe(), connected, tasks.size());
     if (!allRegistered && connected == tasks.size()) {
@@ -297,10 +301,58 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
         info.setErrorCode(error.getStatus().getCode().value())
             .setErrorMessage(String.valueOf(error.getStatus().getDescription()))
             .setErrorPayload(CoordinationServiceError.newBuilder().setSourceTask(Errors.toProto(task.id)));
+      } else if (task.refusal != null) {
+        info.setErrorCode(Status.Code.UNAUTHENTICATED.value()).setErrorMessage(task.refusal);
       }
       states.addTaskState(info);
     }
     reply(response, states.build());
+  }
+
+  /**
+   * A call the leader's server refused at its token check. When it says it came from a coordinated
+   * task that has not registered, and came from that task's host, the task is named as refused
+   * (its calls will never be let in), and the cluster's registration fails at once for every task
+   * waiting for it, instead of at the join deadline. A call that claims no task, a registered
+   * task, or a task on another host only goes to the log.
+   */
+  public synchronized void callerRefused(io.muster.rpc.RefusedCall call) {
+    Task task = call.claimedTask().flatMap(CoordinationService::parseTaskName).map(tasks::get).orElse(null);
+    if (task == null || task.lifecycle.connected() || task.lifecycle.error() != null || closed) {
+      log.warn("refused a call from {} ({}) claiming to be {}", call.from(), call.why(),
+          call.claimedTask().orElse("no task"));
+      return;
+    }
+    if (!fromHostOf(task, call.from())) {
+      log.warn("refused a call claiming to be {} from {}, which is not its host ({}); not taken as {}'s",
+          task.describe(), call.from(), call.why(), task.id);
+      return;
+    }
+    task.refusal = "refused: " + call.why();
+    log.warn("{} {}", task.describe(), task.refusal);
+    if (!allRegistered && registrationFailure == null) {
+      registrationFailure = Errors.error(Status.Code.UNAUTHENTICATED, task.id + " at " + task.address + ": "
+          + task.refusal + " (its calls carry a MUSTER_JOB_TOKEN other than this task's; every task of a job "
+          + "needs the same)", task.id, false);
+      waitingForAll.forEach(w -> fail(w, registrationFailure));
+      waitingForAll.clear();
+    }
+  }
+
+  private static Optional<TaskId> parseTaskName(String fullName) {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("/job:([^/]+)/replica:0/task:(\\d+)").matcher(fullName);
+    return m.matches() ? Optional.of(new TaskId(m.group(1), Integer.parseInt(m.group(2)))) : Optional.empty();
+  }
+
+  private static boolean fromHostOf(Task task, java.net.InetAddress from) {
+    try {
+      String host = io.muster.cluster.HostPort.parse(task.address).host();
+      return java.util.Arrays.asList(java.net.InetAddress.getAllByName(host)).contains(from)
+          || (from.isLoopbackAddress() && java.net.NetworkInterface.getByInetAddress(
+              java.net.InetAddress.getByName(host)) != null);
+    } catch (java.io.IOException | IllegalArgumentException e) {
+      return false;
+    }
   }
 
   // ---- waiting for all, shutdown, reset -------------------------------------------------------
@@ -319,6 +371,10 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
     if (allRegistered) {
       reply(response, WaitForAllTasksResponse.newBuilder().setLeaderIncarnation(leaderIncarnation).build());
+      return;
+    }
+    if (registrationFailure != null) {
+      fail(response, registrationFailure);
       return;
     }
     waitingForAll.add(response);

@@ -154,10 +154,11 @@ public final class TaskRuntime implements AutoCloseable {
       if (task.equals(leader)) {
         service = CoordinationService.forAllTasks(cluster, options, recoverableJobs);
         taskServer.addService(service);
+        taskServer.onRefusedCall(service::callerRefused);
       }
       ChannelCache channels = new ChannelCache(security);
       CoordinationAgent agent = new CoordinationAgent(cluster, task, leader,
-          channels.get(HostPort.parse(cluster.taskAddress(leader))), options, onError);
+          channels.get(HostPort.parse(cluster.taskAddress(leader))), security.tls().isPresent(), options, onError);
       return new TaskRuntime(config, taskServer, ownsServer, service, channels, agent);
     }
   }

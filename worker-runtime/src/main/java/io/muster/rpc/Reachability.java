@@ -2,6 +2,10 @@ package io.muster.rpc;
 
 import io.muster.cluster.HostPort;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.HexFormat;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.NoRouteToHostException;
@@ -12,8 +16,8 @@ import java.time.Duration;
 
 /**
  * Why a peer might be missing, in words: tries a TCP connection to its address and reports what
- * happened ({@code connection refused}, {@code unknown host}, ...). Used to explain a wait, never
- * to decide anything.
+ * happened ({@code connection refused}, {@code unknown host}, ...), and whether what listens there
+ * speaks gRPC's HTTP/2 at all. Used to explain a wait or a failed call.
  */
 public final class Reachability {
 
@@ -35,5 +39,79 @@ public final class Reachability {
     } catch (IOException | IllegalArgumentException e) {
       return String.valueOf(e.getMessage());
     }
+  }
+
+  /** HTTP/2's client connection preface, then an empty SETTINGS frame: every HTTP/2 server answers with its SETTINGS. */
+  private static final byte[] PREFACE = ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] EMPTY_SETTINGS = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+  private static final String NOT_MUSTER = "held by a program that is not a Muster task: ";
+
+  /**
+   * As {@link #probe}, and when something listens, whether it speaks HTTP/2 as a task's gRPC server
+   * does (a plaintext server; with TLS use {@link #probe}): {@code "listening"} when it answers
+   * HTTP/2, else {@code "held by a program that is not a Muster task: "} and what it answered
+   * ({@code it answered 'HTTP/1.1 400 Bad Request'}), or that it closed the connection or kept
+   * silent.
+   */
+  public static String identify(HostPort peer, Duration timeout) {
+    try (Socket socket = new Socket()) {
+      socket.connect(new InetSocketAddress(peer.host(), peer.port()), (int) timeout.toMillis());
+      socket.setSoTimeout((int) timeout.toMillis());
+      OutputStream out = socket.getOutputStream();
+      out.write(PREFACE);
+      out.write(EMPTY_SETTINGS);
+      out.flush();
+      byte[] answer = new byte[64];
+      int got = 0;
+      try {
+        InputStream in = socket.getInputStream();
+        for (int n; got < 9 && (n = in.read(answer, got, answer.length - got)) > 0; ) {
+          got += n;
+        }
+      } catch (SocketTimeoutException e) {
+        if (got == 0) {
+          return NOT_MUSTER + "it did not answer gRPC's HTTP/2 greeting within " + timeout.toMillis() + " ms";
+        }
+      } catch (IOException e) {
+        if (got == 0) {
+          return NOT_MUSTER + "it closed the connection at gRPC's HTTP/2 greeting (" + e.getMessage() + ")";
+        }
+      }
+      if (got == 0) {
+        return NOT_MUSTER + "it closed the connection at gRPC's HTTP/2 greeting without a word";
+      }
+      if (got >= 9 && answer[3] == 4 && (answer[4] & 1) == 0) { // a SETTINGS frame, not its acknowledgement
+        return "listening";
+      }
+      return NOT_MUSTER + "it answered " + describe(answer, got) + " to gRPC's HTTP/2 greeting";
+    } catch (UnknownHostException e) {
+      return "unknown host '" + peer.host() + "'";
+    } catch (ConnectException e) {
+      return "connection refused";
+    } catch (SocketTimeoutException e) {
+      return "no answer within " + timeout.toMillis() + " ms";
+    } catch (NoRouteToHostException e) {
+      return "no route to host";
+    } catch (IOException | IllegalArgumentException e) {
+      return String.valueOf(e.getMessage());
+    }
+  }
+
+  /** Whether a probe's answer says the port is held by something that is not a task's gRPC server. */
+  public static boolean notAMusterTask(String probe) {
+    return probe.startsWith(NOT_MUSTER);
+  }
+
+  /** The first line of a text answer, quoted; otherwise its first bytes in hex. */
+  private static String describe(byte[] answer, int length) {
+    int end = 0;
+    while (end < length && answer[end] >= 0x20 && answer[end] < 0x7f) {
+      end++;
+    }
+    if (end >= Math.min(length, 4) && (end == length || answer[end] == '\r' || answer[end] == '\n')) {
+      return "'" + new String(answer, 0, end, StandardCharsets.US_ASCII) + (end == answer.length ? "…" : "") + "'";
+    }
+    return length + " bytes that are not HTTP/2 (" + HexFormat.ofDelimiter(" ").formatHex(answer, 0, Math.min(length, 12))
+        + (length > 12 ? " …" : "") + ")";
   }
 }

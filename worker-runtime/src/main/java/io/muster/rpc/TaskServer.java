@@ -96,6 +96,14 @@ public final class TaskServer implements AutoCloseable {
     registry.addService(ServerInterceptors.intercept(service, tokenCheck));
   }
 
+  /**
+   * Tells {@code listener} of every call refused at the token check from now on (one listener; a
+   * later one replaces it), on the gRPC thread that refused it; it must not block.
+   */
+  public void onRefusedCall(java.util.function.Consumer<RefusedCall> listener) {
+    tokenCheck.onRefused(listener);
+  }
+
   /** The address peers reach this task at, with the bound port. */
   public HostPort address() {
     return address;

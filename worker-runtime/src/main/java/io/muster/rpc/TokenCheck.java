@@ -15,10 +15,16 @@ final class TokenCheck implements ServerInterceptor {
 
   private final JobToken token;
   private final String serverName;
+  private volatile java.util.function.Consumer<RefusedCall> onRefused = call -> { };
 
   TokenCheck(JobToken token, String serverName) {
     this.token = token;
     this.serverName = serverName;
+  }
+
+  /** Told of every refused call, on the gRPC thread that refused it. */
+  void onRefused(java.util.function.Consumer<RefusedCall> listener) {
+    this.onRefused = listener;
   }
 
   @Override
@@ -30,6 +36,14 @@ final class TokenCheck implements ServerInterceptor {
       log.warn("refused {} from {}: {}", call.getMethodDescriptor().getFullMethodName(),
           call.getAttributes().get(io.grpc.Grpc.TRANSPORT_ATTR_REMOTE_ADDR), why);
       call.close(Status.UNAUTHENTICATED.withDescription(why + " (" + serverName + ")"), new Metadata());
+      if (call.getAttributes().get(io.grpc.Grpc.TRANSPORT_ATTR_REMOTE_ADDR) instanceof java.net.InetSocketAddress from) {
+        try {
+          onRefused.accept(new RefusedCall(java.util.Optional.ofNullable(headers.get(RefusedCall.CALLER)), from.getAddress(),
+              presented == null ? "no job token" : "wrong job token"));
+        } catch (RuntimeException e) {
+          log.warn("the refused-call listener of {} threw", serverName, e);
+        }
+      }
       return new ServerCall.Listener<>() {};
     }
     return next.startCall(call, headers);

@@ -73,7 +73,7 @@ class CoordinationServiceTest {
       // A second agent for worker 2 is a new incarnation of that task: a restart.
       CoordinationAgent restarted = new CoordinationAgent(cluster.cluster(), W2, W0,
           cluster.worker(2).channels().get(io.muster.cluster.HostPort.parse(cluster.cluster().taskAddress(W0))),
-          FAST, e -> {});
+          false, FAST, e -> {});
       try (restarted) {
         CoordinationException refused = assertThrows(CoordinationException.class, restarted::join);
         assertEquals(Status.Code.ABORTED, refused.code());
