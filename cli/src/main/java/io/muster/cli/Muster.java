@@ -26,7 +26,7 @@ public final class Muster {
       "  cluster                 print this task's identity from TF_CONFIG as JSON",
       "  check [--timeout 5m]    start this task's server, join the coordination service, wait for every task",
       "  server-def [--text]     write this task's TensorFlow ServerDef (binary, or text format)",
-      "  checkpoint ls|verify DIR  the checkpoints in DIR and the latest's tensors; verify: check every tensor's CRC32C",
+      "  checkpoint ls|verify    DIR's checkpoints and the latest's tensors; verify DIR: read each, check its CRC32C",
       "  events FILE_OR_DIR      the scalars of TensorBoard event files: step, tag, value",
       "environment: TF_CONFIG, MUSTER_JOB_TOKEN (check), MUSTER_TLS_CERT/MUSTER_TLS_KEY/MUSTER_TLS_CA (optional)");
 
