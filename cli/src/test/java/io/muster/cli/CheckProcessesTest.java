@@ -8,6 +8,7 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.testing.ChildJvm;
 import java.net.ServerSocket;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -169,6 +170,47 @@ class CheckProcessesTest {
           + "not a Muster task: it did not answer gRPC's HTTP/2 greeting within 500 ms"), leader.output());
     } finally {
       tasks.forEach(ChildJvm::close);
+    }
+  }
+
+  /**
+   * The command line's own log configuration (not the tests'), as ./muster runs it: a leader whose
+   * host name does not resolve is the task's start line and one failure line naming the host;
+   * gRPC's resolver warnings, each with a stack trace in its text, come only with MUSTER_LOG_LEVEL=debug.
+   */
+  @Test
+  void anUnresolvableLeaderIsOneLineWithoutGrpcsResolverTraces() throws Exception {
+    String tfConfig = "{\"cluster\":{\"worker\":[\"nosuchhost.invalid:2222\",\"127.0.0.1:0\"]},"
+        + "\"task\":{\"type\":\"worker\",\"index\":1}}";
+    List<String> quiet = checkWithTheCommandLinesLogs(tfConfig, Map.of());
+    assertEquals(2, quiet.size(), String.join("\n", quiet));
+    assertTrue(quiet.get(0).matches("\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  task worker 1 serving on 127\\.0\\.0\\.1:\\d+"),
+        quiet.get(0));
+    assertEquals("muster check: worker 1 could not register with the coordination service within PT3S: coordination "
+        + "leader worker 0 at nosuchhost.invalid:2222: unknown host 'nosuchhost.invalid'", quiet.get(1));
+
+    List<String> debug = checkWithTheCommandLinesLogs(tfConfig, Map.of("MUSTER_LOG_LEVEL", "debug"));
+    assertTrue(debug.stream().anyMatch(l -> l.contains("Failed to resolve name")), String.join("\n", debug));
+  }
+
+  private static List<String> checkWithTheCommandLinesLogs(String tfConfig, Map<String, String> env) throws Exception {
+    Path err = Files.createTempFile(Files.createDirectories(LOGS), "unresolvable", ".err");
+    ProcessBuilder builder = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx256m", "-Djava.util.logging.manager=org.apache.logging.log4j.jul.LogManager",
+        "-Dlog4j2.configurationFile=" + Path.of(Muster.class.getResource("/log4j2.xml").toURI()),
+        "-cp", System.getProperty("java.class.path"), Muster.class.getName(), "check", "--timeout", "3s")
+        .redirectError(err.toFile()).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+    builder.environment().remove("MUSTER_LOG_LEVEL");
+    builder.environment().put("TF_CONFIG", tfConfig);
+    builder.environment().put("MUSTER_JOB_TOKEN", "check-test-token");
+    builder.environment().putAll(env);
+    Process process = builder.start();
+    try {
+      assertTrue(process.waitFor(60, java.util.concurrent.TimeUnit.SECONDS), "check still running after 60 s");
+      assertEquals(1, process.exitValue(), Files.readString(err));
+      return Files.readAllLines(err);
+    } finally {
+      process.destroyForcibly();
     }
   }
 }
