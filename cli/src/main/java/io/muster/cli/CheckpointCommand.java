@@ -87,8 +87,9 @@ final class CheckpointCommand {
               + " does not exist); muster checkpoint ls " + dir + " lists them");
         }
       } else {
-        prefix = CheckpointManager.latestCheckpoint(fs, dir).orElseThrow(() -> new UncheckedIOException(
-            new IOException("no complete checkpoint in " + dir + " to verify")));
+        String none = "no complete checkpoint in " + dir + " to verify";
+        prefix = CheckpointManager.latestCheckpoint(fs, dir)
+            .orElseThrow(() -> new UncheckedIOException(none, new IOException(none)));
       }
       BundleReader.Verification result = BundleReader.open(fs, prefix).verify();
       if (result.intact()) {

@@ -273,4 +273,11 @@ class CommandsTest {
       assertTrue(r.text().startsWith("usage: muster " + command), r.text());
     }
   }
+
+  @Test
+  void checkpointVerifyOfADirectoryWithoutACheckpointIsOneLineExitOne(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) {
+    Result r = run(Map.of(), "checkpoint", "verify", tmp.toString());
+    assertEquals(1, r.code(), r.err());
+    assertEquals("muster checkpoint: no complete checkpoint in file:" + tmp + " to verify\n", r.err());
+  }
 }

@@ -316,9 +316,10 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
    * waiting for it, instead of at the join deadline. A call that claims no task, a registered
    * task, or a task on another host only goes to the log.
    */
-  public synchronized void callerRefused(io.muster.rpc.RefusedCall call) {
+  public void callerRefused(io.muster.rpc.RefusedCall call) {
+    // the task map is fixed at construction; the host check resolves names, outside the lock
     Task task = call.claimedTask().flatMap(CoordinationService::parseTaskName).map(tasks::get).orElse(null);
-    if (task == null || task.lifecycle.connected() || task.lifecycle.error() != null || closed) {
+    if (task == null) {
       log.warn("refused a call from {} ({}) claiming to be {}", call.from(), call.why(),
           call.claimedTask().orElse("no task"));
       return;
@@ -326,6 +327,15 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     if (!fromHostOf(task, call.from())) {
       log.warn("refused a call claiming to be {} from {}, which is not its host ({}); not taken as {}'s",
           task.describe(), call.from(), call.why(), task.id);
+      return;
+    }
+    refused(task, call);
+  }
+
+  private synchronized void refused(Task task, io.muster.rpc.RefusedCall call) {
+    if (task.lifecycle.connected() || task.lifecycle.error() != null || closed) {
+      log.warn("refused a call claiming to be {}, which is {} ({})", task.describe(), task.lifecycle.state(),
+          call.why());
       return;
     }
     task.refusal = "refused: " + call.why();
@@ -347,9 +357,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
   private static boolean fromHostOf(Task task, java.net.InetAddress from) {
     try {
       String host = io.muster.cluster.HostPort.parse(task.address).host();
-      return java.util.Arrays.asList(java.net.InetAddress.getAllByName(host)).contains(from)
-          || (from.isLoopbackAddress() && java.net.NetworkInterface.getByInetAddress(
-              java.net.InetAddress.getByName(host)) != null);
+      return java.util.Arrays.asList(java.net.InetAddress.getAllByName(host)).contains(from);
     } catch (java.io.IOException | IllegalArgumentException e) {
       return false;
     }

@@ -50,8 +50,8 @@ public final class Reachability {
    * As {@link #probe}, and when something listens, whether it speaks HTTP/2 as a task's gRPC server
    * does (a plaintext server; with TLS use {@link #probe}): {@code "listening"} when it answers
    * HTTP/2, else {@code "held by a program that is not a Muster task: "} and what it answered
-   * ({@code it answered 'HTTP/1.1 400 Bad Request'}), or that it closed the connection or kept
-   * silent.
+   * ({@code it answered 'HTTP/1.1 400 Bad Request'}) or that it closed the connection; one that
+   * keeps silent past the timeout is reported as such, without a verdict.
    */
   public static String identify(HostPort peer, Duration timeout) {
     try (Socket socket = new Socket()) {
@@ -69,8 +69,9 @@ public final class Reachability {
           got += n;
         }
       } catch (SocketTimeoutException e) {
-        if (got == 0) {
-          return NOT_MUSTER + "it did not answer gRPC's HTTP/2 greeting within " + timeout.toMillis() + " ms";
+        if (got == 0) { // a task too busy to answer in time looks the same: say no more than was seen
+          return "listening, but it did not answer gRPC's HTTP/2 greeting within " + timeout.toMillis()
+              + " ms (a task too busy to answer, or a program that is not a Muster task)";
         }
       } catch (IOException e) {
         if (got == 0) {

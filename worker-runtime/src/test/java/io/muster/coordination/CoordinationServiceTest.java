@@ -289,4 +289,33 @@ class CoordinationServiceTest {
           + "coordination leader worker 0 at " + cluster.cluster().taskAddress(W0) + ": connection refused"), e.getMessage());
     }
   }
+
+  /**
+   * A refused call names its task only when it came from that task's host: one claiming worker 2
+   * from 127.0.0.2 (worker 2 is at 127.0.0.1) changes nothing, and the join fails at its deadline
+   * with worker 2 missing; one from 127.0.0.1 names worker 2 as refused.
+   */
+  @Test
+  void aRefusedCallNamesItsTaskOnlyFromThatTasksHost() throws Exception {
+    CoordinationOptions shortJoin = FAST.withJoinTimeout(Duration.ofSeconds(3));
+    try (LocalCluster cluster = LocalCluster.workers(3, shortJoin)) {
+      cluster.stop(W2);
+      CoordinationService service = cluster.worker(0).service().orElseThrow();
+      service.callerRefused(new io.muster.rpc.RefusedCall(Optional.of(W2.fullName()),
+          java.net.InetAddress.getByName("127.0.0.2"), "wrong job token"));
+      var failure = assertThrows(java.util.concurrent.ExecutionException.class, () -> cluster.join(List.of(W0, W1)));
+      assertTrue(failure.getCause() instanceof DeadlineExceededException, failure.getCause().toString());
+      String w2 = cluster.cluster().taskAddress(W2);
+      assertTrue(failure.getCause().getMessage().contains("worker 2 at " + w2 + ": connection refused"),
+          failure.getCause().getMessage());
+
+      service.callerRefused(new io.muster.rpc.RefusedCall(Optional.of(W2.fullName()),
+          java.net.InetAddress.getByName("127.0.0.1"), "wrong job token"));
+      CoordinationException refused = assertThrows(CoordinationException.class, () -> cluster.worker(1).agent().join());
+      assertEquals(Status.Code.UNAUTHENTICATED, refused.code());
+      assertEquals("UNAUTHENTICATED: worker 1 cannot complete the cluster: worker 2 at " + w2 + ": refused: wrong job "
+          + "token (its calls carry a MUSTER_JOB_TOKEN other than this task's; every task of a job needs the same)",
+          refused.getMessage());
+    }
+  }
 }

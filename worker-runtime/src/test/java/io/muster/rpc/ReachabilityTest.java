@@ -43,7 +43,8 @@ class ReachabilityTest {
   void aTasksServerAnswersHttp2() {
     try (TaskServer server = TaskServer.start(new TaskId("worker", 0), new HostPort("127.0.0.1", 0),
         Security.of(JobToken.of("reachability-token")))) {
-      assertEquals("listening", Reachability.identify(server.address(), TIMEOUT));
+      // a generous timeout: a server just started on a loaded machine may take a while to answer first
+      assertEquals("listening", Reachability.identify(server.address(), Duration.ofSeconds(10)));
     }
   }
 
@@ -66,10 +67,10 @@ class ReachabilityTest {
   }
 
   @Test
-  void aSilentServerIsNamedAsSuch() throws Exception {
+  void aSilentServerIsReportedWithoutAVerdict() throws Exception {
     try (ServerSocket silent = answering(new byte[0])) {
-      assertEquals("held by a program that is not a Muster task: it did not answer gRPC's HTTP/2 greeting within "
-          + "500 ms", Reachability.identify(at(silent), TIMEOUT));
+      assertEquals("listening, but it did not answer gRPC's HTTP/2 greeting within 500 ms (a task too busy to "
+          + "answer, or a program that is not a Muster task)", Reachability.identify(at(silent), TIMEOUT));
     }
   }
 
