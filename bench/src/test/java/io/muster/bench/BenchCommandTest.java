@@ -29,10 +29,14 @@ class BenchCommandTest {
 
   static Stream<Arguments> usageErrors() {
     return Stream.of(
-        Arguments.of(new String[] {}, "muster bench: which benchmark?; the benchmarks: coordination, allreduce, "
-            + "checkpoint, spark, yarn (muster bench --help)"),
-        Arguments.of(new String[] {"gpu"}, "muster bench: unknown benchmark 'gpu'; the benchmarks: coordination, "
+        Arguments.of(new String[] {}, "muster bench: which benchmark?; the benchmarks: coordination, coordinator, "
             + "allreduce, checkpoint, spark, yarn (muster bench --help)"),
+        Arguments.of(new String[] {"gpu"}, "muster bench: unknown benchmark 'gpu'; the benchmarks: coordination, "
+            + "coordinator, allreduce, checkpoint, spark, yarn (muster bench --help)"),
+        Arguments.of(new String[] {"coordinator"}, "muster bench coordinator: needs W (workers) and optionally ROUNDS, "
+            + "was []"),
+        Arguments.of(new String[] {"coordinator", "0"},
+            "muster bench coordinator: W (workers) must be a positive integer, was '0'"),
         Arguments.of(new String[] {"coordination", "--procs", "2"},
             "muster bench coordination: unknown argument '--procs'; options: --processes, --threads, --seconds"),
         Arguments.of(new String[] {"coordination", "--processes", "2,x"},

@@ -63,7 +63,8 @@ class CommandContractTest {
         Arguments.of("example", EXAMPLE, new String[] {"softmax", "--learning-rate", "Infinity"},
             "muster example softmax: --learning-rate must be a finite number > 0, was 'Infinity'"),
         Arguments.of("example", EXAMPLE, new String[] {"linear"},
-            "muster example: unknown example 'linear'; the examples: softmax (muster example --help)"));
+            "muster example: unknown example 'linear'; the examples: softmax, share, placement, increment, "
+                + "wait-for-chief, late-task, leave-and-return, train (muster example --help)"));
   }
 
   @ParameterizedTest(name = "{0} {2}")
