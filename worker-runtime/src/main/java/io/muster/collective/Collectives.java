@@ -1,5 +1,6 @@
 package io.muster.collective;
 
+import io.muster.cluster.TaskId;
 import io.muster.coordination.CoordinationAgent;
 import io.muster.rpc.BindAddresses;
 import io.muster.rpc.Security;
@@ -8,9 +9,11 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -407,6 +410,23 @@ public final class Collectives implements AutoCloseable {
 
   // ---- failure and lifecycle ------------------------------------------------------------------
 
+  /**
+   * Tells {@code listener} once, on the thread that saw it, when this rank sees the group fail
+   * first: a neighbour's stream broke ({@code brokenPeer} names it), a peer out of step, no data
+   * for the timeout. Not for a failure passed on by another rank or made by {@link #abort}: those
+   * are known elsewhere already. The strategy reports it to the coordination service.
+   */
+  public void onFailure(BiConsumer<String, Optional<TaskId>> listener) {
+    if (ring != null) {
+      ring.onFailure((reason, peer) -> listener.accept(reason, Optional.ofNullable(peer)));
+    }
+  }
+
+  /** Whether the group has failed (every later call throws). */
+  public boolean failed() {
+    return ring != null && ring.failed();
+  }
+
   /** Fails the group on every rank (reachable ones hear it through the ring); later calls throw {@code reason}. */
   public void abort(String reason) {
     if (ring != null) {
@@ -434,8 +454,8 @@ public final class Collectives implements AutoCloseable {
     }
     long silent = System.nanoTime() - ring.lastProgressNanos;
     if (silent > timeout.toNanos()) {
-      ring.fail(group.self() + ": " + op + " timed out: no data from " + ring.prev() + " for "
-          + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout " + timeout + ")", null);
+      ring.failSeen(group.self() + ": " + op + " timed out: no data from " + ring.prev() + " for "
+          + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout " + timeout + ")", null, null);
     }
   }
 

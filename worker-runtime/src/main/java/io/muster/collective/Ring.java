@@ -62,9 +62,21 @@ final class Ring implements AutoCloseable {
   private final AtomicReference<String> failure = new AtomicReference<>();
   private final Thread sender;
   private volatile Thread waiter;
+  private volatile FailureListener listener;
+  /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
+  private volatile Seen firstSeen;
+  private final java.util.concurrent.atomic.AtomicBoolean told = new java.util.concurrent.atomic.AtomicBoolean();
   volatile long lastProgressNanos = System.nanoTime();
 
+  /** Told once, on the thread that saw it, of a failure this rank saw first (not one passed on to it). */
+  interface FailureListener {
+    /** @param brokenPeer the neighbour whose stream broke, when that is the failure */
+    void failed(String reason, TaskId brokenPeer);
+  }
+
   private record Frame(int seq, int step, ByteBuffer payload) {}
+
+  private record Seen(String reason, TaskId peer) {}
 
   private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev) {
     this.prevTask = prevTask;
@@ -131,6 +143,24 @@ final class Ring implements AutoCloseable {
     return prevTask;
   }
 
+  /** Sets the listener; when the ring has already failed here, it is told at once. */
+  void onFailure(FailureListener value) {
+    listener = value;
+    tell();
+  }
+
+  private void tell() {
+    Seen seen = firstSeen;
+    FailureListener l = listener;
+    if (seen != null && l != null && told.compareAndSet(false, true)) {
+      try {
+        l.failed(seen.reason(), seen.peer());
+      } catch (RuntimeException e) {
+        log.warn("the collective failure listener threw", e);
+      }
+    }
+  }
+
   // ---- sending --------------------------------------------------------------------------------
 
   /** Writes one frame from the calling thread (only while no frame is queued). */
@@ -139,7 +169,7 @@ final class Ring implements AutoCloseable {
     try {
       writeFrame(DATA, seq, step, payload);
     } catch (IOException e) {
-      throw fail("sending to " + nextTask + " failed: " + cause(e), e);
+      throw failSeen("sending to " + nextTask + " failed: " + cause(e), nextTask, e);
     } finally {
       writeLock.unlock();
     }
@@ -184,7 +214,7 @@ final class Ring implements AutoCloseable {
     } catch (InterruptedException e) {
       // closing
     } catch (IOException e) {
-      fail("sending to " + nextTask + " failed: " + cause(e), e);
+      failSeen("sending to " + nextTask + " failed: " + cause(e), nextTask, e);
     }
   }
 
@@ -225,16 +255,19 @@ final class Ring implements AutoCloseable {
         throw fail(readAbortReason(into, start, length), null);
       }
       if (type != DATA || gotSeq != seq || gotStep != step || length != expected) {
-        throw fail("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
+        throw failSeen("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
             + length + " bytes, but this rank expected " + what + " (op " + seq + " step " + step + ", " + expected
-            + " bytes); every rank must call the same collectives in the same order with the same sizes", null);
+            + " bytes); every rank must call the same collectives in the same order with the same sizes", null, null);
       }
       scatter[1] = null;
       while (into.hasRemaining()) {
         read(into);
       }
     } catch (IOException e) {
-      throw fail(failure.get() != null ? failure.get() : "receiving from " + prevTask + " failed: " + cause(e), e);
+      if (failure.get() != null) {
+        throw fail(failure.get(), e);
+      }
+      throw failSeen("receiving from " + prevTask + " failed: " + cause(e), prevTask, e);
     }
   }
 
@@ -280,33 +313,57 @@ final class Ring implements AutoCloseable {
   }
 
   /**
+   * Fails the group for a cause this rank saw itself (a broken stream, a peer out of step, no
+   * data for the timeout), and tells the listener; {@code brokenPeer} is the neighbour whose
+   * stream broke, or null.
+   */
+  CollectiveException failSeen(String reason, TaskId brokenPeer, Throwable cause) {
+    if (failFirst(reason)) {
+      firstSeen = new Seen(reason, brokenPeer);
+      tell();
+    }
+    return failure(cause);
+  }
+
+  /**
    * Fails the group (the first reason wins), passes the reason to the next rank in an ABORT
    * frame when the stream is free, and closes both streams.
    */
   CollectiveException fail(String reason, Throwable cause) {
-    if (failure.compareAndSet(null, reason)) {
-      log.error("collectives failed: {}", reason);
-      // Stop reading without resetting the stream: a reset would make the previous rank fail with
-      // "connection reset" and name this rank instead of the one that really failed.
-      try {
-        fromPrev.shutdownInput();
-      } catch (IOException e) {
-        closeQuietly(fromPrev);
-      }
-      try {
-        if (writeLock.tryLock(200, TimeUnit.MILLISECONDS)) {
-          try {
-            writeFrame(ABORT, -1, -1, ByteBuffer.wrap(reason.getBytes(StandardCharsets.UTF_8)));
-          } finally {
-            writeLock.unlock();
-          }
-        }
-      } catch (IOException | InterruptedException e) {
-        log.debug("could not pass the abort on to {}: {}", nextTask, e.toString());
-      }
-      closeQuietly(toNext);
-      sender.interrupt();
+    failFirst(reason);
+    return failure(cause);
+  }
+
+  /** Whether this reason was the first. */
+  private boolean failFirst(String reason) {
+    if (!failure.compareAndSet(null, reason)) {
+      return false;
     }
+    log.error("collectives failed: {}", reason);
+    // Stop reading without resetting the stream: a reset would make the previous rank fail with
+    // "connection reset" and name this rank instead of the one that really failed.
+    try {
+      fromPrev.shutdownInput();
+    } catch (IOException e) {
+      closeQuietly(fromPrev);
+    }
+    try {
+      if (writeLock.tryLock(200, TimeUnit.MILLISECONDS)) {
+        try {
+          writeFrame(ABORT, -1, -1, ByteBuffer.wrap(reason.getBytes(StandardCharsets.UTF_8)));
+        } finally {
+          writeLock.unlock();
+        }
+      }
+    } catch (IOException | InterruptedException e) {
+      log.debug("could not pass the abort on to {}: {}", nextTask, e.toString());
+    }
+    closeQuietly(toNext);
+    sender.interrupt();
+    return true;
+  }
+
+  private CollectiveException failure(Throwable cause) {
     return new CollectiveException("Collective ops is aborted by: " + failure.get()
         + "\nThe error could be from a previous operation. Restart your program to reset.", cause);
   }

@@ -39,7 +39,9 @@ import org.slf4j.LoggerFactory;
  * While it waits it logs, every {@link CoordinationOptions#progressInterval()}, which tasks are
  * missing and why (each missing task's address is probed: {@code worker 2 at 10.0.0.7:2222:
  * connection refused}); at the deadline it throws {@link DeadlineExceededException} with the same
- * account. After joining, the agent sends heartbeats and long-polls the service for errors: a
+ * account. A leader that answered once and then stops answering for longer than the heartbeat
+ * timeout fails the join at once ({@code coordination leader worker 0 at host:port stopped
+ * answering during the join}); one that has never answered is waited for (it may be starting). After joining, the agent sends heartbeats and long-polls the service for errors: a
  * failed peer, or a leader that stops answering, reaches the error callback once, within the
  * heartbeat timeout, and puts the agent in {@link TaskState#ERROR}. Every call has a deadline.
  */
@@ -137,6 +139,7 @@ public final class CoordinationAgent implements AutoCloseable {
     RegisterTaskRequest request = RegisterTaskRequest.newBuilder()
         .setSourceTask(Errors.toProto(task)).setIncarnation(incarnation).build();
     long nextLog = System.nanoTime() + options.progressInterval().toNanos();
+    long lastAnswer = 0; // when the leader last answered (0: never); a leader that never has may still be starting
     for (int attempt = 0; ; attempt++) {
       try {
         leaderIncarnation = call(deadline, options.heartbeatTimeout()).registerTask(request).getLeaderIncarnation();
@@ -155,11 +158,18 @@ public final class CoordinationAgent implements AutoCloseable {
           throw Errors.toException(task + " could not register with the coordination leader " + leader
               + " at " + leaderAddress, e);
         }
+        long now = System.nanoTime();
+        if (code == Status.Code.UNIMPLEMENTED) {
+          lastAnswer = now;
+        } else if (lastAnswer != 0 && now - lastAnswer > options.heartbeatTimeout().toNanos()) {
+          throw new PeerUnavailableException(leaderStoppedAnswering() + " (no answer for "
+              + TimeUnit.NANOSECONDS.toMillis(now - lastAnswer) + " ms, heartbeat timeout " + options.heartbeatTimeout()
+              + "): " + leaderUnreachable(e), e);
+        }
         String why = code == Status.Code.UNIMPLEMENTED
             ? "coordination leader " + leader + " at " + leaderAddress + ": its server answers but does not host the "
                 + "coordination service (yet); is this address really the leader's TF_CONFIG address?"
             : leaderUnreachable(e);
-        long now = System.nanoTime();
         if (now >= deadline) {
           throw new DeadlineExceededException(task + " could not register with the coordination service within "
               + options.joinTimeout() + ": " + why, options.joinTimeout());
@@ -172,6 +182,11 @@ public final class CoordinationAgent implements AutoCloseable {
         sleepUntil(Math.min(deadline, now + TimeUnit.MILLISECONDS.toNanos(backoffMs)));
       }
     }
+  }
+
+  /** The words a join's error starts with when a leader that answered once is gone. */
+  private String leaderStoppedAnswering() {
+    return task + ": coordination leader " + leader + " at " + leaderAddress + " stopped answering during the join";
   }
 
   private void waitForAll(long deadline) {
@@ -187,7 +202,7 @@ public final class CoordinationAgent implements AutoCloseable {
         }
         if (e.getStatus().getCode() != Status.Code.DEADLINE_EXCEEDED) {
           if (e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
-            throw new PeerUnavailableException(task + " lost the coordination service while waiting for all tasks: "
+            throw new PeerUnavailableException(leaderStoppedAnswering() + " (it lost the call waiting for all tasks): "
                 + leaderUnreachable(e) + "; " + describeUnreachable(), e);
           }
           // The leader gave up (its own deadline came first) or refused: say what this task can still see.

@@ -35,8 +35,11 @@ import org.slf4j.LoggerFactory;
  * {@link #broadcastFromChief}; gradients are averaged with {@link #allReduce} (MEAN by default,
  * many small arrays packed into few buffers of about {@code bytesPerPack}). When the coordination
  * service declares a task failed, collectives in flight and later fail with that error instead of
- * waiting. {@link #close()} leaves through a shutdown barrier, so a task that finishes early waits
- * for the others instead of tearing the ring down under them.
+ * waiting; when this task's collectives see a failure first (a peer's stream broke because it died),
+ * the task reports it to the service at once, which tells every other task. {@link #close()} leaves
+ * through a shutdown barrier, so a task that finishes early waits for the others instead of tearing
+ * the ring down under them; after a failure it leaves at once instead, without waiting there for a
+ * task that is dead.
  */
 public final class MultiWorkerMirroredStrategy implements AutoCloseable {
 
@@ -183,11 +186,32 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     }
   }
 
-  /** Waits at the shutdown barrier for every other task, then stops the collectives, agent and server. */
+  /**
+   * A failure this task's collectives saw first (a neighbour's stream broke, a peer out of step, no
+   * data for the timeout): reported now, so the service fails every other task's collectives and
+   * barriers at once instead of waiting for a dead task's heartbeats to stop.
+   */
+  private void collectivesFailed(String reason, java.util.Optional<TaskId> brokenPeer) {
+    if (aborted || runtime.agent().state() != io.muster.coordination.TaskState.CONNECTED) {
+      return;
+    }
+    try {
+      runtime.agent().reportError(brokenPeer.isPresent() ? io.grpc.Status.Code.UNAVAILABLE : io.grpc.Status.Code.INTERNAL,
+          task + ": collectives failed: " + reason);
+    } catch (RuntimeException e) {
+      log.warn("{}: could not report the collectives' failure to the coordination service: {}", task, e.getMessage());
+    }
+  }
+
+  /**
+   * Waits at the shutdown barrier for every other task, then stops the collectives, agent and
+   * server. After a failure (this task aborted, its collectives failed, or the coordination service
+   * reported an error) it skips the barrier: a task known to be dead would never reach it.
+   */
   @Override
   public void close() {
     try {
-      if (!aborted && runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
+      if (!aborted && !collectives.failed() && runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
         runtime.agent().shutdown();
       }
     } finally {
@@ -294,7 +318,10 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
         }
         log.info("{}: MultiWorkerMirroredStrategy ready, replica {} of {}{}", task, collectives.rank(),
             collectives.size(), Roles.isChief(cluster, task) ? " (chief)" : "");
-        return new MultiWorkerMirroredStrategy(runtime, collectives, communication, coordination.joinTimeout());
+        MultiWorkerMirroredStrategy strategy = new MultiWorkerMirroredStrategy(runtime, collectives, communication,
+            coordination.joinTimeout());
+        collectives.onFailure(strategy::collectivesFailed);
+        return strategy;
       } catch (RuntimeException e) {
         runtime.close();
         throw e;

@@ -1,6 +1,7 @@
 package io.muster.coordination;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.ClusterSpec;
@@ -8,12 +9,14 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.JoinAndWait;
 import io.muster.testing.LocalCluster;
+import io.muster.testing.ServerOnly;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -23,6 +26,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -58,6 +62,38 @@ class KilledTaskTest {
             message);
       }
     });
+  }
+
+  @Test
+  void leaderKilledBeforeTheOthersRegisterFailsTheirJoinNamingIt() throws Exception {
+    Security security = Security.of(LocalCluster.TOKEN);
+    String leaderAddress;
+    try (ServerSocket free = new ServerSocket(0)) {
+      leaderAddress = "127.0.0.1:" + free.getLocalPort();
+    }
+    try (TaskServer server = TaskServer.start(new TaskId("worker", 1), new HostPort("127.0.0.1", 0), security)) {
+      ClusterSpec cluster = ClusterSpec.of(Map.of("worker", List.of(leaderAddress, server.address().toString())));
+      // The leader has bound its server but does not host the service yet: worker 1 reaches it, is not registered.
+      try (ChildJvm leader = ChildJvm.start("leader-before-service", ServerOnly.class, List.of(),
+              Map.of("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", 0)).toJson(), JobToken.ENV,
+                  LocalCluster.TOKEN.value()), LOGS);
+          TaskRuntime runtime = TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", 1)), security)
+              .server(server).options(OPTIONS).start()) {
+        leader.awaitOutput("READY", Duration.ofSeconds(60));
+        CompletableFuture<TaskRuntime> join = CompletableFuture.supplyAsync(runtime::join);
+        Thread.sleep(1500); // several register attempts, each answered UNIMPLEMENTED
+        assertTrue(!join.isDone(), "the join waits for the leader's service");
+        long killed = System.nanoTime();
+        leader.kill();
+        ExecutionException failure = assertThrows(ExecutionException.class,
+            () -> join.get(HEARTBEAT_TIMEOUT.plusSeconds(5).toMillis(), TimeUnit.MILLISECONDS));
+        Duration took = Duration.ofNanos(System.nanoTime() - killed);
+        System.out.println("the join failed " + took.toMillis() + " ms after SIGKILL of the leader");
+        assertTrue(failure.getCause() instanceof PeerUnavailableException, failure.getCause().toString());
+        assertTrue(failure.getCause().getMessage().contains("coordination leader worker 0 at " + leaderAddress
+            + " stopped answering during the join"), failure.getCause().getMessage());
+      }
+    }
   }
 
   interface Check {

@@ -1,0 +1,25 @@
+package io.muster.testing;
+
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
+
+/**
+ * A task in a child JVM that has bound its server but does not host the coordination service
+ * yet (as a launcher's task before the address exchange): it answers UNIMPLEMENTED. Prints READY,
+ * then waits until its standard input closes.
+ */
+public final class ServerOnly {
+  public static void main(String[] args) throws Exception {
+    TfConfig config = TfConfig.fromEnvironment(System.getenv());
+    try (TaskServer server = TaskServer.start(config.requireTask(),
+        HostPort.parse(config.cluster().taskAddress(config.requireTask())), Security.fromEnvironment(System.getenv()))) {
+      System.out.println("READY");
+      System.out.flush();
+      while (System.in.read() >= 0) {
+        // wait for the parent to close our stdin
+      }
+    }
+  }
+}
