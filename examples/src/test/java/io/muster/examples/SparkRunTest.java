@@ -12,8 +12,10 @@ import io.muster.spark.BarrierTrainer;
 import io.muster.spark.CommandLine;
 import io.muster.spark.ExternalCommand;
 import io.muster.testing.ChildJvm;
+import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import io.muster.testing.PythonTensorFlow;
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -89,6 +91,57 @@ class SparkRunTest {
         SparkRun.options("--workers", "2"), List.of("sh", "-c", "echo no data here >&2; exit 4")));
     assertTrue(failed.getMessage().contains("exited with code 4; the last 1 lines of its stderr:\n  no data here"),
         failed.getMessage());
+  }
+
+  /**
+   * The issue's reproduction: the {@code spark-run} JVM is killed (SIGKILL) while its commands run;
+   * the guards end the commands and delete the tasks' work directories, so no shard of the training
+   * data is left under Spark's temporary directories.
+   */
+  @Test
+  void killingTheSparkRunJvmLeavesNoShardBehind(@TempDir Path tmp) throws Exception {
+    Path csv = tmp.resolve("rows.csv");
+    StringBuilder rows = new StringBuilder("x,label\n");
+    for (int i = 0; i < 30; i++) {
+      rows.append(i * 0.5).append(',').append(i % 2).append('\n');
+    }
+    Files.writeString(csv, rows);
+    Path sparkTmp = Files.createDirectories(tmp.resolve("spark-tmp"));
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx512m", "-Djava.io.tmpdir=" + sparkTmp));
+    ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.") || a.startsWith("-Dio.netty"))
+        .forEach(command::add);
+    command.addAll(List.of("-cp", System.getProperty("java.class.path"), SparkRun.class.getName(), "--workers", "2",
+        "--data", csv.toString(), "--", "sh", "-c",
+        "test -s \"$MUSTER_DATA_FILES\" && echo $$ > \"" + tmp + "/pid-$MUSTER_TASK_INDEX\"; exec sleep 600"));
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        .redirectOutput(tmp.resolve("spark-run.log").toFile());
+    builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+    Process run = builder.start();
+    try {
+      long[] pids = new long[2];
+      for (int i = 0; i < 2; i++) {
+        pids[i] = Pids.read(tmp.resolve("pid-" + i), Duration.ofSeconds(120));
+      }
+      assertEquals(2, shards(sparkTmp).size(), "both shards are on disk while the commands run");
+      run.destroyForcibly().waitFor();
+      for (long pid : pids) {
+        Eventually.within(Duration.ofSeconds(30), "the command (pid " + pid + ") of the killed JVM ended",
+            () -> !Pids.running(pid));
+      }
+      Eventually.within(Duration.ofSeconds(30), "no shard left under " + sparkTmp, () -> shards(sparkTmp).isEmpty());
+    } finally {
+      run.destroyForcibly().waitFor();
+    }
+  }
+
+  private static List<Path> shards(Path dir) {
+    try (var files = Files.walk(dir)) {
+      return files.filter(p -> p.getFileName().toString().endsWith(".tfrecord")).toList();
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      return List.of(dir.resolve("(still changing: " + e + ")"));
+    }
   }
 
   /**

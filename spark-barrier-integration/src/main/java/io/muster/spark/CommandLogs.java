@@ -36,7 +36,10 @@ import org.slf4j.LoggerFactory;
  * The driver applies the launch core's {@link EndOfJob} rule to the exits, and when every tracked
  * task has exited 0 it sends {@code END} to the untracked tasks still running (the ps tasks of a
  * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
- * commands. Output streaming is best effort (a task that cannot reach the driver logs the lines in
+ * commands. When the gang fails (a command exits non-zero, or a task's link closes before its
+ * command's exit was reported: the task failed or was killed) it sends {@code FAILED TAB reason}
+ * to every other task at once, which then ends its command with the failure grace period instead
+ * of waiting for Spark's abort of the stage. Output streaming is best effort (a task that cannot reach the driver logs the lines in
  * its executor's log); an untracked task cannot run without the link.
  */
 final class CommandLogs {
@@ -45,6 +48,7 @@ final class CommandLogs {
   private static final Duration READ_REMAINING = Duration.ofSeconds(5);
   private static final String EXIT = "EXIT";
   private static final String END = "END";
+  private static final String FAILED = "FAILED";
 
   private CommandLogs() {}
 
@@ -64,6 +68,10 @@ final class CommandLogs {
     private final Map<TaskId, Writer> tasks = new ConcurrentHashMap<>();
     /** Untracked tasks told to end before their connection was read; guarded by {@code this}. */
     private final Set<TaskId> endRequested = new HashSet<>();
+    /** Tasks whose command's exit was reported; guarded by {@code this}. */
+    private final Set<TaskId> exitReported = new HashSet<>();
+    /** Why the gang failed, once it has; guarded by {@code this}. */
+    private String gangFailure;
 
     private Receiver(ServerSocket socket, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
         GangSpec gang) {
@@ -109,6 +117,7 @@ final class CommandLogs {
     }
 
     private void read(Socket connection) {
+      TaskId task = null;
       try (connection; BufferedReader in = new BufferedReader(
           new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8))) {
         String presented = in.readLine();
@@ -117,7 +126,7 @@ final class CommandLogs {
               connection.getRemoteSocketAddress());
           return;
         }
-        TaskId task = parseTask(in.readLine());
+        task = parseTask(in.readLine());
         register(task, new BufferedWriter(new OutputStreamWriter(connection.getOutputStream(), StandardCharsets.UTF_8)));
         String line;
         while ((line = in.readLine()) != null) {
@@ -133,6 +142,10 @@ final class CommandLogs {
         }
       } catch (IOException | IllegalArgumentException e) {
         log.warn("a command log connection from {} broke: {}", connection.getRemoteSocketAddress(), e.toString());
+      } finally {
+        if (task != null) {
+          linkClosed(task);
+        }
       }
     }
 
@@ -146,14 +159,42 @@ final class CommandLogs {
 
     private synchronized void register(TaskId task, Writer out) {
       tasks.put(task, out);
-      if (endRequested.remove(task)) {
+      if (gangFailure != null) {
+        send(task, out, FAILED + "\t" + gangFailure);
+      } else if (endRequested.remove(task)) {
         sendEnd(task, out);
       }
     }
 
+    /** A task's link closed: before its command's exit was reported, the task failed (or was killed). */
+    private synchronized void linkClosed(TaskId task) {
+      tasks.remove(task);
+      if (!exitReported.contains(task) && endOfJob.verdict() instanceof EndOfJob.Running) {
+        gangFailed(task + "'s task ended before its command's exit was reported (the task failed or was killed)");
+      }
+    }
+
+    /** Tells every task still running that the gang has failed, and the tasks that connect later. */
+    private void gangFailed(String reason) {
+      if (gangFailure != null) {
+        return;
+      }
+      gangFailure = reason;
+      log.warn("the gang has failed: {}; ending the other tasks' commands", reason);
+      tasks.forEach((task, out) -> send(task, out, FAILED + "\t" + reason));
+    }
+
     private synchronized void exited(TaskId task, int code) {
+      exitReported.add(task);
       EndOfJob.Verdict before = endOfJob.verdict();
       EndOfJob.Verdict verdict = endOfJob.exited(task, code);
+      if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Failed failed) {
+        // A command's own exit code fails the run without a retry; the other tasks' errors quote the
+        // reason, so the driver recognises it whichever task's failure Spark reports first.
+        boolean own = failed.exitCode() <= 128 && failed.exitCode() != ExternalCommand.EX_TEMPFAIL;
+        gangFailed(failed.task() + "'s command exited with code " + failed.exitCode()
+            + (own ? " (" + UsersFailureException.class.getName() + ": the command's own failure)" : ""));
+      }
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
         log.info("every tracked task has finished; ending {}", done.toEnd());
         for (TaskId untracked : done.toEnd()) {
@@ -168,11 +209,15 @@ final class CommandLogs {
     }
 
     private static void sendEnd(TaskId task, Writer out) {
+      send(task, out, END);
+    }
+
+    private static void send(TaskId task, Writer out, String line) {
       try {
-        out.write(END + "\n");
+        out.write(line + "\n");
         out.flush();
       } catch (IOException e) {
-        log.warn("cannot tell {} to end ({}); Spark ends it with the stage", task, e.toString());
+        log.warn("cannot tell {} {} ({}); Spark ends it with the stage", task, line, e.toString());
       }
     }
 
@@ -203,6 +248,8 @@ final class CommandLogs {
     private Writer out;
     private boolean endRequested;
     private Runnable onEnd;
+    private String gangFailure;
+    private java.util.function.Consumer<String> onGangFailure;
 
     private Sender(TaskId task) {
       this.task = task;
@@ -247,12 +294,38 @@ final class CommandLogs {
       action.run();
     }
 
+    /**
+     * Runs {@code action} with the reason when the driver says the gang has failed (at once if it
+     * already has).
+     */
+    void onGangFailure(java.util.function.Consumer<String> action) {
+      String reason;
+      synchronized (this) {
+        if (gangFailure == null) {
+          onGangFailure = action;
+          return;
+        }
+        reason = gangFailure;
+      }
+      action.accept(reason);
+    }
+
     private void listen(Socket socket) {
       try {
         BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
-          if (line.equals(END)) {
+          if (line.startsWith(FAILED + "\t")) {
+            String reason = line.substring(FAILED.length() + 1);
+            java.util.function.Consumer<String> action;
+            synchronized (this) {
+              gangFailure = reason;
+              action = onGangFailure;
+            }
+            if (action != null) {
+              action.accept(reason);
+            }
+          } else if (line.equals(END)) {
             Runnable action;
             synchronized (this) {
               endRequested = true;

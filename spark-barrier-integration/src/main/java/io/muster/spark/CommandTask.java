@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.SparkFiles;
@@ -45,7 +46,10 @@ import scala.runtime.AbstractFunction1;
  * <p>A tracked task's non-zero exit fails the task with the last lines of the command's stderr;
  * an untracked task runs until the driver says every tracked task has finished
  * ({@link CommandLogs}), then ends its command (SIGTERM, SIGKILL after the grace period) and
- * succeeds. A killed task ends its command.
+ * succeeds. When the gang fails (the driver says so, or Spark kills the task because another task
+ * of the barrier stage failed), the task ends its command with the failure grace period; a task
+ * killed for another reason (a user's cancel) ends it with the grace period. The task's work
+ * directory is deleted when the task ends, and by the command's guard when this JVM is killed.
  */
 final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]>> implements java.io.Serializable {
 
@@ -106,7 +110,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       }
       env.putAll(TaskEnvironment.of(gang.formed(addresses), member, attempt, gpus, workDir,
           Optional.ofNullable(command.outputDir()), JobToken.of(token)));
-      Optional<byte[]> result = runCommand(ctx, task, env, driver, workDir.resolve(TaskEnvironment.RESULT_FILE));
+      Optional<byte[]> result = runCommand(ctx, task, env, driver, workDir);
       return CollectionConverters.asScala(result.stream().iterator());
     } finally {
       deleteRecursively(workDir);
@@ -114,19 +118,33 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
   }
 
   private Optional<byte[]> runCommand(BarrierTaskContext ctx, TaskId task, Map<String, String> env,
-      CommandLogs.Sender driver, Path resultFile) {
+      CommandLogs.Sender driver, Path workDir) {
+    Path resultFile = workDir.resolve(TaskEnvironment.RESULT_FILE);
     String name = task.toString();
     log.info("{}: starting {} (attempt {})", name, command, attempt);
     AtomicBoolean endedByDriver = new AtomicBoolean();
+    AtomicReference<String> gangFailure = new AtomicReference<>();
     try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), driver,
-        command.stderrTailLines(), command.gracePeriod());
-        KillWatch watch = new KillWatch(ctx, process::close)) {
+        command.stderrTailLines(), command.gracePeriod(), command.failureGracePeriod(), Optional.of(workDir));
+        KillWatch watch = new KillWatch(ctx, () -> {
+          String reason = String.valueOf(ctx.getKillReason().getOrElse(() -> "killed"));
+          if (reason.contains("barrier stage")) { // Spark's words when another task of the stage failed
+            gangFailure.compareAndSet(null, "Spark killed the task: " + reason);
+            process.endAfterFailure();
+          } else {
+            process.close();
+          }
+        })) {
       if (!gang.isTracked(task)) {
         driver.onEnd(() -> {
           endedByDriver.set(true);
           process.close();
         });
       }
+      driver.onGangFailure(reason -> {
+        gangFailure.compareAndSet(null, reason);
+        process.endAfterFailure();
+      });
       Optional<Integer> exit = process.waitFor(command.timeout().orElse(Duration.ofMillis(Long.MAX_VALUE)));
       if (exit.isEmpty()) {
         process.close();
@@ -138,6 +156,10 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       if (endedByDriver.get()) {
         log.info("{}: ended {}: every tracked task has finished", name, command);
         return Optional.empty();
+      }
+      if (gangFailure.get() != null && code != 0) {
+        throw new IllegalStateException(name + ": `" + command + "` was ended (exit code " + code + ") because the "
+            + "gang failed: " + gangFailure.get());
       }
       if (code != 0) {
         String failure = name + ": `" + command + "` exited with code " + code

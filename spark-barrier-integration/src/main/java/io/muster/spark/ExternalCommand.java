@@ -30,16 +30,18 @@ public final class ExternalCommand implements Serializable {
   private final String outputDir;
   private final int stderrTailLines;
   private final Duration gracePeriod;
+  private final Duration failureGracePeriod;
   /** Null for no limit (Optional is not serializable). */
   private final Duration timeout;
 
   private ExternalCommand(List<String> command, Map<String, String> environment, String outputDir,
-      int stderrTailLines, Duration gracePeriod, Duration timeout) {
+      int stderrTailLines, Duration gracePeriod, Duration failureGracePeriod, Duration timeout) {
     this.command = List.copyOf(command);
     this.environment = Map.copyOf(environment);
     this.outputDir = outputDir;
     this.stderrTailLines = stderrTailLines;
     this.gracePeriod = gracePeriod;
+    this.failureGracePeriod = failureGracePeriod;
     this.timeout = timeout;
   }
 
@@ -53,7 +55,8 @@ public final class ExternalCommand implements Serializable {
       throw new IllegalArgumentException("the command is empty; give the program and its arguments, e.g. "
           + "ExternalCommand.of(\"python3\", \"train.py\")");
     }
-    return new ExternalCommand(new ArrayList<>(command), Map.of(), null, 30, Duration.ofSeconds(10), null);
+    return new ExternalCommand(new ArrayList<>(command), Map.of(), null, 30, Duration.ofSeconds(10), Duration.ofSeconds(2),
+        null);
   }
 
   /** More variables for the command; Muster's own ({@code TF_CONFIG}, {@code MUSTER_*}, CUDA) cannot be set. */
@@ -66,7 +69,7 @@ public final class ExternalCommand implements Serializable {
     }
     Map<String, String> merged = new LinkedHashMap<>(environment);
     merged.putAll(variables);
-    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriod, timeout);
+    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
   }
 
   /** Passed as {@code MUSTER_OUTPUT_DIR} (any Hadoop or TensorFlow URI; the command applies the chief rule). */
@@ -74,7 +77,7 @@ public final class ExternalCommand implements Serializable {
     if (dir == null || dir.isBlank()) {
       throw new IllegalArgumentException("the output directory must be a path or URI, was '" + dir + "'");
     }
-    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriod, timeout);
+    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
   }
 
   /** How many of the last stderr lines a failure reports (default 30). */
@@ -82,15 +85,30 @@ public final class ExternalCommand implements Serializable {
     if (lines < 0) {
       throw new IllegalArgumentException("stderrTailLines must be >= 0, was " + lines);
     }
-    return new ExternalCommand(command, environment, outputDir, lines, gracePeriod, timeout);
+    return new ExternalCommand(command, environment, outputDir, lines, gracePeriod, failureGracePeriod, timeout);
   }
 
-  /** How long a command has to exit after SIGTERM before SIGKILL (default 10 s). */
+  /**
+   * How long a command has to exit after SIGTERM before SIGKILL when it is ended politely: the
+   * untracked tasks at the end of the job, a user's cancel (default 10 s).
+   */
   public ExternalCommand withGracePeriod(Duration grace) {
     if (grace.isNegative() || grace.isZero()) {
       throw new IllegalArgumentException("the grace period must be positive, was " + grace);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace, timeout);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace, failureGracePeriod, timeout);
+  }
+
+  /**
+   * How long a command has to exit after SIGTERM before SIGKILL when the gang has failed (a peer
+   * died, the stage was aborted): default 2 s, since the attempt is lost anyway and TensorFlow
+   * ignores SIGTERM.
+   */
+  public ExternalCommand withFailureGracePeriod(Duration grace) {
+    if (grace.isNegative() || grace.isZero()) {
+      throw new IllegalArgumentException("the failure grace period must be positive, was " + grace);
+    }
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, grace, timeout);
   }
 
   /** Ends the command, and fails the task, when it runs longer (default: no limit; training takes what it takes). */
@@ -98,7 +116,7 @@ public final class ExternalCommand implements Serializable {
     if (timeout.isNegative() || timeout.isZero()) {
       throw new IllegalArgumentException("the timeout must be positive, was " + timeout);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, timeout);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
   }
 
   List<String> command() {
@@ -119,6 +137,10 @@ public final class ExternalCommand implements Serializable {
 
   Duration gracePeriod() {
     return gracePeriod;
+  }
+
+  Duration failureGracePeriod() {
+    return failureGracePeriod;
   }
 
   /** Empty when there is no limit. */

@@ -160,6 +160,33 @@ class ExternalCommandTest {
     }
   }
 
+  /** The target: a command that ignores SIGTERM, on a gang whose other command was SIGKILLed, is gone within 3 s. */
+  @Test
+  void aCommandIgnoringSigtermOnAFailedGangIsGoneWithinThreeSeconds() throws Exception {
+    String script = "trap '' TERM; echo $$ > \"" + dir + "/pid-$MUSTER_TASK_INDEX\"; while true; do sleep 0.1; done";
+    Thread killer = new Thread(() -> {
+      try {
+        long survivor = Pids.read(dir.resolve("pid-0"), LIMIT);
+        long victim = Pids.read(dir.resolve("pid-1"), LIMIT);
+        Thread.sleep(500);
+        long killed = System.nanoTime();
+        ProcessHandle.of(victim).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL
+        Eventually.within(LIMIT, "worker 0's command (pid " + survivor + ") ended", () -> !Pids.running(survivor));
+        Files.writeString(dir.resolve("took-ms"), Long.toString((System.nanoTime() - killed) / 1_000_000));
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    killer.start();
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> trainer(2, 1).run(spark, ExternalCommand.of("sh", "-c", script)));
+    killer.join(LIMIT.toMillis());
+    assertTrue(e.getMessage().contains("worker 1"), e.getMessage());
+    long took = Long.parseLong(Files.readString(dir.resolve("took-ms")));
+    System.out.println("worker 0's command, ignoring SIGTERM, ended " + took + " ms after SIGKILL of worker 1's");
+    assertTrue(took <= 3_500, "worker 0's command ended " + took + " ms after the kill (target 3 s)");
+  }
+
   @Test
   void aCancelledJobLeavesNoCommandBehind() throws Exception {
     Thread canceller = new Thread(() -> {

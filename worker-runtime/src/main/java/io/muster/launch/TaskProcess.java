@@ -25,8 +25,12 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>The command runs under a small {@code /bin/sh} guard that starts it in its own session
  * ({@code setsid}, where the system has it) and holds the read end of a pipe from this JVM; when
- * the pipe closes (by {@link #close()} or because the JVM died) the guard sends SIGTERM to the
- * command's process group and SIGKILL after the grace period. POSIX systems only.
+ * the pipe closes the guard sends SIGTERM to the command's process group and SIGKILL after a
+ * grace period: {@link #close()} allows the grace period (a polite end: the job is over, or a user
+ * cancelled it), {@link #endAfterFailure()} the shorter failure grace period (the gang has failed;
+ * TensorFlow ignores SIGTERM, and the others should not wait on it). When the pipe closes because
+ * the JVM died, the guard also deletes the task's own directory, if it was given one, once the
+ * command has ended: a killed launcher leaves no training data behind. POSIX systems only.
  */
 public final class TaskProcess implements AutoCloseable {
 
@@ -41,42 +45,61 @@ public final class TaskProcess implements AutoCloseable {
   /** Lines longer than this are cut as they are read (a progress bar without newlines cannot fill the heap). */
   static final int MAX_LINE_CHARS = 8192;
 
-  // $1: grace seconds; the rest: the command. fd 3 is the pipe from the JVM; EOF on it ends the command.
+  /** What this JVM writes to the guard's pipe before closing it: end politely, or after a failure. */
+  private static final String END = "end";
+  private static final String FAILED = "failed";
+
+  // $1, $2: the grace and failure grace periods in tenths of a second; $3: the task's own directory
+  // ("" for none); the rest: the command. fd 3 is the pipe from the JVM: a word on it says why it
+  // closes, and EOF without one means the JVM died. The watcher ignores SIGTERM once it is ending the
+  // command, so the main shell, which kills it when the command exits, cannot cut the ending short.
   private static final String GUARD = String.join("\n",
-      "grace=$1; shift",
+      "grace=$1; failure_grace=$2; own_dir=$3; shift 3",
       "exec 3<&0 0</dev/null",
       "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" 3<&- & else \"$@\" 3<&- & fi",
       "child=$!",
-      "{ while read -r _ <&3; do :; done",
+      "{ word=; while read -r line <&3; do word=$line; done",
+      "  trap '' TERM",
+      "  if [ \"$word\" = " + FAILED + " ]; then grace=$failure_grace; fi",
       "  kill -TERM -\"$child\" \"$child\" 2>/dev/null",
-      "  n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt $((grace * 10)) ]; do sleep 0.1; n=$((n + 1)); done",
-      "  kill -KILL -\"$child\" \"$child\" 2>/dev/null; } &",
+      "  n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt \"$grace\" ]; do sleep 0.1; n=$((n + 1)); done",
+      "  kill -KILL -\"$child\" \"$child\" 2>/dev/null",
+      "  if [ -z \"$word\" ] && [ -n \"$own_dir\" ]; then",
+      "    n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done",
+      "    rm -rf \"$own_dir\"",
+      "  fi; } &",
       "guard=$!",
       "exec 3<&-",
       "wait \"$child\"; code=$?",
       "kill \"$guard\" 2>/dev/null",
       "kill -TERM -\"$child\" 2>/dev/null", // whatever the command left running in its group
+      // the JVM died while the command was exiting by itself: the watcher may not have got to it
+      "if [ -n \"$own_dir\" ] && ! kill -0 \"$PPID\" 2>/dev/null; then rm -rf \"$own_dir\"; fi",
       "exit $code");
 
   private final Process process;
   private final String name;
   private final Duration grace;
+  private final Duration failureGrace;
   private final Thread stdout;
   private final Thread stderr;
   private final Deque<String> stderrTail = new ArrayDeque<>();
   private final int tailLines;
 
-  private TaskProcess(Process process, String name, Duration grace, LineSink sink, int tailLines) {
+  private TaskProcess(Process process, String name, Duration grace, Duration failureGrace, LineSink sink,
+      int tailLines) {
     this.process = process;
     this.name = name;
     this.grace = grace;
+    this.failureGrace = failureGrace;
     this.tailLines = tailLines;
     this.stdout = pump(process.getInputStream(), Stream.STDOUT, sink);
     this.stderr = pump(process.getErrorStream(), Stream.STDERR, sink);
   }
 
   /**
-   * Starts the command.
+   * Starts the command; its grace period after a failure is the same as for a polite end, and it
+   * has no directory of its own for the guard to delete.
    *
    * @param name what errors and thread names call it ({@code worker 2})
    * @param environment added to (and overriding) this JVM's environment
@@ -85,20 +108,38 @@ public final class TaskProcess implements AutoCloseable {
    */
   public static TaskProcess start(String name, List<String> command, Map<String, String> environment,
       Path workingDirectory, LineSink sink, int tailLines, Duration grace) {
+    return start(name, command, environment, workingDirectory, sink, tailLines, grace, grace, Optional.empty());
+  }
+
+  /**
+   * Starts the command.
+   *
+   * @param grace how long the command has to exit after SIGTERM, on {@link #close()}
+   * @param failureGrace the same, on {@link #endAfterFailure()}
+   * @param ownDirectory the task's own directory (its data, its result file), which the guard deletes
+   *     after ending the command when this JVM dies; the caller deletes it otherwise
+   */
+  public static TaskProcess start(String name, List<String> command, Map<String, String> environment,
+      Path workingDirectory, LineSink sink, int tailLines, Duration grace, Duration failureGrace,
+      Optional<Path> ownDirectory) {
     if (command.isEmpty()) {
       throw new IllegalArgumentException(name + ": the command is empty; give the program and its arguments");
     }
-    List<String> guarded = new ArrayList<>(List.of("/bin/sh", "-c", GUARD, "muster-guard",
-        String.valueOf(Math.max(1, grace.toSeconds()))));
+    List<String> guarded = new ArrayList<>(List.of("/bin/sh", "-c", GUARD, "muster-guard", tenths(grace),
+        tenths(failureGrace), ownDirectory.map(d -> d.toAbsolutePath().toString()).orElse("")));
     guarded.addAll(command);
     ProcessBuilder builder = new ProcessBuilder(guarded).directory(workingDirectory.toFile());
     builder.environment().putAll(environment);
     try {
-      return new TaskProcess(builder.start(), name, grace, sink, tailLines);
+      return new TaskProcess(builder.start(), name, grace, failureGrace, sink, tailLines);
     } catch (IOException e) {
       throw new UncheckedIOException(name + ": cannot start " + command + " in " + workingDirectory + ": "
           + e.getMessage(), e);
     }
+  }
+
+  private static String tenths(Duration d) {
+    return String.valueOf(Math.max(1, (d.toMillis() + 99) / 100));
   }
 
   /** The guard's process id; the command is its child. */
@@ -139,17 +180,29 @@ public final class TaskProcess implements AutoCloseable {
    */
   @Override
   public void close() {
+    end(END, grace);
+  }
+
+  /**
+   * Ends the command because the gang has failed: as {@link #close()}, with the failure grace
+   * period between SIGTERM and SIGKILL.
+   */
+  public void endAfterFailure() {
+    end(FAILED, failureGrace);
+  }
+
+  private void end(String word, Duration wait) {
     if (!process.isAlive()) {
       return;
     }
     List<ProcessHandle> started = process.descendants().toList();
-    try {
-      process.getOutputStream().close(); // EOF on the guard's pipe: it terminates the command
+    try (var pipe = process.getOutputStream()) { // EOF on the guard's pipe: it terminates the command
+      pipe.write((word + "\n").getBytes(StandardCharsets.US_ASCII));
     } catch (IOException ignored) {
       // the guard is gone already
     }
     try {
-      if (!process.waitFor(grace.toMillis() + 1000, TimeUnit.MILLISECONDS)) {
+      if (!process.waitFor(wait.toMillis() + 1000, TimeUnit.MILLISECONDS)) {
         started.forEach(ProcessHandle::destroyForcibly);
         process.destroyForcibly();
       }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -96,6 +97,36 @@ class TaskProcessTest {
   }
 
   @Test
+  void afterAFailureACommandIgnoringSigtermIsKilledAfterTheShortFailureGrace() throws Exception {
+    TaskProcess p = TaskProcess.start("worker 0", List.of("sh", "-c",
+        "trap '' TERM; echo $$ > child; while true; do sleep 0.1; done"), Map.of(), dir, sink, 5,
+        Duration.ofSeconds(10), Duration.ofMillis(500), Optional.empty());
+    long child = Pids.read(dir.resolve("child"), LIMIT);
+    long start = System.nanoTime();
+    p.endAfterFailure();
+    Eventually.within(LIMIT, "the command ignoring SIGTERM was killed", () -> !Pids.running(child));
+    Duration took = Duration.ofNanos(System.nanoTime() - start);
+    assertTrue(took.compareTo(Duration.ofMillis(400)) > 0, "it had its failure grace period first: " + took);
+    assertTrue(took.compareTo(Duration.ofSeconds(5)) < 0, "not the 10 s grace of a polite end: " + took);
+  }
+
+  @Test
+  void theGuardOfAKilledJvmDeletesTheTasksOwnDirectoryAfterEndingTheCommand() throws Exception {
+    Path own = dir.resolve("work");
+    Files.createDirectories(own.resolve("data"));
+    Files.writeString(own.resolve("data").resolve("part-00000-of-00001.tfrecord"), "rows");
+    try (ChildJvm jvm = ChildJvm.start("launcher-own-dir", LaunchAndWait.class, List.of(dir.toString(), own.toString()),
+        Map.of(), dir)) {
+      jvm.awaitOutput("launched", LIMIT);
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      jvm.process().destroyForcibly().waitFor();
+      Eventually.within(LIMIT, "the command of the SIGKILLed JVM ended", () -> !Pids.running(child));
+      Eventually.within(LIMIT, "the task's own directory deleted", () -> !Files.exists(own));
+    }
+    assertTrue(Files.exists(dir.resolve("child")), "only the task's own directory goes");
+  }
+
+  @Test
   void aKilledJvmTakesItsCommandWithIt() throws Exception {
     try (ChildJvm jvm = ChildJvm.start("launcher", LaunchAndWait.class, List.of(dir.toString()), Map.of(), dir)) {
       jvm.awaitOutput("launched", LIMIT);
@@ -106,12 +137,16 @@ class TaskProcessTest {
     }
   }
 
-  /** A JVM that launches a long command and waits; the test kills it with SIGKILL. */
+  /**
+   * A JVM that launches a long command and waits; the test kills it with SIGKILL. Arguments: the
+   * working directory, and optionally the task's own directory for the guard to delete.
+   */
   public static final class LaunchAndWait {
     public static void main(String[] args) throws Exception {
       Path dir = Path.of(args[0]);
       TaskProcess.start("worker 0", List.of("sh", "-c", "echo $$ > child; exec sleep 600"), Map.of(), dir,
-          (stream, line) -> { }, 5, Duration.ofSeconds(2));
+          (stream, line) -> { }, 5, Duration.ofSeconds(2), Duration.ofSeconds(2),
+          args.length > 1 ? Optional.of(Path.of(args[1])) : Optional.empty());
       Pids.read(dir.resolve("child"), LIMIT);
       System.out.println("launched");
       Thread.sleep(600_000);
