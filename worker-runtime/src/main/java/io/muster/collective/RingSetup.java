@@ -3,6 +3,7 @@ package io.muster.collective;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.TaskServer;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -25,11 +26,14 @@ import org.slf4j.LoggerFactory;
 /**
  * Opening one of a ring's streams: connecting to the next rank or accepting the previous one,
  * TLS first when configured, then the job-token handshake (magic, rank, token; answered with 0, or
- * 1 and the refusal in words). A stranger is refused and the accept goes on until the deadline.
+ * 1 and the refusal in words). A stranger is refused and the accept goes on until the deadline; a
+ * connection that has not completed the handshake within {@link #HANDSHAKE_TIMEOUT} (the task
+ * server's, {@link TaskServer#HANDSHAKE_TIMEOUT}) is closed, so an idle one cannot hold the accept.
  */
 final class RingSetup {
 
   static final int MAGIC = 0x4d555331; // "MUS1"
+  static final Duration HANDSHAKE_TIMEOUT = TaskServer.HANDSHAKE_TIMEOUT;
   private static final Logger log = LoggerFactory.getLogger(RingSetup.class);
 
   private RingSetup() {}
@@ -98,7 +102,7 @@ final class RingSetup {
       SocketChannel channel = socket.getChannel();
       try {
         configure(channel);
-        socket.setSoTimeout((int) Math.max(1, left));
+        socket.setSoTimeout((int) Math.max(1, Math.min(left, HANDSHAKE_TIMEOUT.toMillis())));
         RingStream stream;
         if (tls.isPresent()) {
           // A peer without TLS opens with the plain handshake: answer it in words it can read.
@@ -142,6 +146,10 @@ final class RingSetup {
         out.flush();
         socket.setSoTimeout(0);
         return stream;
+      } catch (SocketTimeoutException e) {
+        log.warn("closed a connection to the collective port from {}: no handshake within {} s",
+            socket.getRemoteSocketAddress(), HANDSHAKE_TIMEOUT.toSeconds());
+        channel.close();
       } catch (IOException e) {
         log.warn("dropped a collective stream from {}: {}", socket.getRemoteSocketAddress(), e.toString());
         channel.close();

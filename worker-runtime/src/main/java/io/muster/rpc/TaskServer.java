@@ -7,6 +7,7 @@ import io.grpc.ServerCredentials;
 import io.grpc.ServerInterceptors;
 import io.grpc.TlsServerCredentials;
 import io.grpc.util.MutableHandlerRegistry;
+import io.grpc.netty.shaded.io.grpc.netty.InternalNettyServerBuilder;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
@@ -32,11 +33,17 @@ import org.slf4j.LoggerFactory;
  * addresses, then starts the coordination service). The server
  * listens on the address's host when that is one of this machine's addresses, and on every
  * interface otherwise (a name that resolves elsewhere, as behind NAT), as TensorFlow does.
+ *
+ * <p>A connection that has not completed gRPC's handshake within {@link #HANDSHAKE_TIMEOUT} is
+ * closed; connections that do not speak gRPC are logged as one WARN line, at most once per remote
+ * address per minute, instead of gRPC's stack traces ({@link Strangers}).
  */
 public final class TaskServer implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(TaskServer.class);
   private static final Duration GRACE = Duration.ofSeconds(5);
+  /** How long a new connection has to complete gRPC's handshake (gRPC's default is 2 minutes). */
+  public static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(10);
 
   private final Server server;
   private final MutableHandlerRegistry registry;
@@ -71,10 +78,14 @@ public final class TaskServer implements AutoCloseable {
       return t;
     });
     MutableHandlerRegistry registry = new MutableHandlerRegistry();
-    Server server = NettyServerBuilder.forAddress(bind, credentials(security))
+    Strangers strangers = new Strangers("task " + task + " at " + address, security.tls().isPresent(), HANDSHAKE_TIMEOUT);
+    NettyServerBuilder builder = NettyServerBuilder.forAddress(bind, credentials(security))
         .executor(executor)
         .fallbackHandlerRegistry(registry)
-        .build();
+        .handshakeTimeout(HANDSHAKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    // gRPC's shared NIO event loops, with a server channel that lets Strangers see each connection first
+    InternalNettyServerBuilder.useNioTransport(builder);
+    Server server = builder.channelFactory(strangers::newServerChannel).build();
     try {
       server.start();
     } catch (IOException e) {
@@ -86,6 +97,7 @@ public final class TaskServer implements AutoCloseable {
       throw new UncheckedIOException("task " + task + " cannot listen on " + address + ": " + why, e);
     }
     HostPort bound = new HostPort(address.host(), server.getPort());
+    strangers.describeServer("task " + task + " at " + bound);
     log.info("task {} serving on {}{}", task, bound, security.tls().isPresent() ? " (TLS)" : "");
     return new TaskServer(server, registry, executor, bound, task,
         new TokenCheck(security.token(), "task " + task.fullName()));

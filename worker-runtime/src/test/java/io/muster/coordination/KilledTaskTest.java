@@ -81,7 +81,9 @@ class KilledTaskTest {
               .server(server).options(OPTIONS).start()) {
         leader.awaitOutput("READY", Duration.ofSeconds(60));
         CompletableFuture<TaskRuntime> join = CompletableFuture.supplyAsync(runtime::join);
-        Thread.sleep(1500); // several register attempts, each answered UNIMPLEMENTED
+        // A third attempt means the second was answered (UNIMPLEMENTED): worker 1 has reached the leader.
+        Eventually.within(Duration.ofSeconds(30), "three registration attempts at the leader",
+            () -> leader.output().split("REGISTER-ATTEMPT", -1).length > 3);
         assertTrue(!join.isDone(), "the join waits for the leader's service");
         long killed = System.nanoTime();
         leader.kill();
