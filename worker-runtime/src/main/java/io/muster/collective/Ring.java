@@ -169,7 +169,7 @@ final class Ring implements AutoCloseable {
     try {
       writeFrame(DATA, seq, step, payload);
     } catch (IOException e) {
-      throw failSeen("sending to " + nextTask + " failed: " + cause(e), nextTask, e);
+      throw failSeen("sending to " + nextTask + " failed: " + cause(e), brokenUnlessInterrupted(e, nextTask), e);
     } finally {
       writeLock.unlock();
     }
@@ -214,7 +214,7 @@ final class Ring implements AutoCloseable {
     } catch (InterruptedException e) {
       // closing
     } catch (IOException e) {
-      failSeen("sending to " + nextTask + " failed: " + cause(e), nextTask, e);
+      failSeen("sending to " + nextTask + " failed: " + cause(e), brokenUnlessInterrupted(e, nextTask), e);
     }
   }
 
@@ -267,18 +267,30 @@ final class Ring implements AutoCloseable {
       if (failure.get() != null) {
         throw fail(failure.get(), e);
       }
-      throw failSeen("receiving from " + prevTask + " failed: " + cause(e), prevTask, e);
+      throw failSeen("receiving from " + prevTask + " failed: " + cause(e), brokenUnlessInterrupted(e, prevTask), e);
     }
   }
 
   /** What went wrong, in words; an interrupt means this task itself was stopped, not its peer. */
   private String cause(IOException e) {
-    for (Throwable t = e; t != null; t = t.getCause()) { // under TLS, the interrupt comes wrapped
-      if (t instanceof java.nio.channels.ClosedByInterruptException) {
-        return "this task's thread was interrupted (the task was killed or cancelled)";
-      }
+    if (interrupted(e)) {
+      return "this task's thread was interrupted (the task was killed or cancelled)";
     }
     return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+  }
+
+  private static boolean interrupted(IOException e) {
+    for (Throwable t = e; t != null; t = t.getCause()) { // under TLS, the interrupt comes wrapped
+      if (t instanceof java.nio.channels.ClosedByInterruptException) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** The neighbour whose stream broke, or null when this task's own thread was interrupted. */
+  private static TaskId brokenUnlessInterrupted(IOException e, TaskId peer) {
+    return interrupted(e) ? null : peer;
   }
 
   private void read(ByteBuffer... buffers) throws IOException {
