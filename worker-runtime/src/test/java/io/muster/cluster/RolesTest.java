@@ -117,4 +117,21 @@ class RolesTest {
     assertEquals("Unrecognized task_type: 'master', valid task types are: ('chief', 'worker', 'evaluator', 'ps', None)",
         error(() -> Roles.validate(CS, "master", 0)));
   }
+
+  @Test
+  void anEvaluatorOutsideTheClusterKeepsItsOwnIndexAsItsId() {
+    // TensorFlow's id_in_cluster returns task_id for the evaluator, which need not be in the cluster
+    assertEquals(3, Roles.idInCluster(CS, "evaluator", 3));
+    assertEquals(Optional.of(3), Roles.idInClusterIfAny(CS, new TaskId("evaluator", 3)));
+  }
+
+  @Test
+  void rulesThatTakeATaskValidateItFirst() {
+    assertEquals("The `task_id` 2 exceeds the maximum id of ps.",
+        error(() -> Roles.idInClusterIfAny(CS, new TaskId("ps", 2))));
+    assertEquals("The `task_id` 2 exceeds the maximum id of worker.", error(() -> Roles.collectiveLeader(CS, "worker", 2)));
+    assertEquals("The `task_id` 1 exceeds the maximum id of chief.", error(() -> Roles.isChief(CS, new TaskId("chief", 1))));
+    assertTrue(Roles.isChief(CS, new TaskId("chief", 0)));
+    assertFalse(Roles.isChief(CS, new TaskId("worker", 0)));
+  }
 }

@@ -277,4 +277,32 @@ class TfConfigTest {
     assertEquals(new HostPort("::1", 2222), HostPort.parse(spec.taskAddress(new TaskId("worker", 0))));
     assertEquals("[::1]:2222", new HostPort("::1", 2222).toString());
   }
+
+  @Test
+  void aLaunchersConfigMustNameATaskOfTheCluster() {
+    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", List.of("a:1", "b:1")));
+    TfConfig config = TfConfig.of(cluster, new TaskId("worker", 1));
+    assertEquals(new TaskId("worker", 1), config.requireTask());
+    assertEquals("{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
+        config.toJson());
+    assertThrows(ClusterConfigException.class, () -> TfConfig.of(cluster, new TaskId("worker", 2)));
+    assertThrows(ClusterConfigException.class, () -> config.withTask(new TaskId("chief", 0)));
+    assertEquals(new TaskId("worker", 0), config.withTask(new TaskId("worker", 0)).requireTask());
+  }
+
+  @Test
+  void anIndexWithoutATypeIsRenderedAsGiven() {
+    TfConfig indexOnly = TfConfig.parse("{\"cluster\":{\"worker\":[\"a:1\"]},\"task\":{\"index\":0}}");
+    assertEquals("{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"index\": 0}}", indexOnly.toJson());
+    TfConfig master = TfConfig.parse("{\"cluster\":{\"worker\":[\"a:1\"]},\"session_master\":\"grpc://m:1\"}");
+    assertEquals("{\"cluster\": {\"worker\": [\"a:1\"]}, \"session_master\": \"grpc://m:1\"}", master.toJson());
+  }
+
+  @Test
+  void aFieldOfTheWrongShapeIsDescribedInTheError() {
+    assertEquals("TF_CONFIG cluster.worker[0] must be a \"host:port\" string, was null",
+        errorOf("{\"cluster\":{\"worker\":[null]}}"));
+    assertEquals("TF_CONFIG rpc_layer must be a string, was a list [1]", errorOf("{\"rpc_layer\":[1]}"));
+    assertEquals("TF_CONFIG rpc_layer must be a string, was an object {\"a\": 1}", errorOf("{\"rpc_layer\":{\"a\":1}}"));
+  }
 }
