@@ -189,9 +189,12 @@ class CollectivesTest {
       }));
       assertTrue(e.getCause().getMessage().contains("collectives out of step"), e.getCause().getMessage());
       for (int r = 0; r < n; r++) {
+        int rank = r;
+        // one rank alone: with no peer calling, only the group's recorded failure can end the call
         CollectiveException later = assertThrows(CollectiveException.class,
-            () -> group.rank(0).allReduce(new float[1], ReduceOp.SUM));
-        assertTrue(later.getMessage().startsWith("Collective ops is aborted by: "), later.getMessage());
+            () -> group.rank(rank).allReduce(new float[1], ReduceOp.SUM));
+        assertTrue(later.getMessage().startsWith("Collective ops is aborted by: "), "rank " + r + ": " + later.getMessage());
+        assertTrue(later.getMessage().contains("collectives out of step"), "rank " + r + ": " + later.getMessage());
       }
     }
   }
@@ -216,7 +219,6 @@ class CollectivesTest {
   @ValueSource(ints = {3})
   void aRankThatNeverCallsMakesTheOthersTimeOut(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(2))) {
-      long start = System.nanoTime();
       List<String> results = group.onAll((c, r) -> {
         if (r == 2) {
           return "silent";
@@ -228,10 +230,10 @@ class CollectivesTest {
           return e.getMessage();
         }
       });
-      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      // the timeout, not the silent rank's return, ends the others' calls: onAll's 60 s is only a hang guard
       assertTrue(results.get(0).contains("timed out: no data from worker"), results.get(0));
       assertTrue(results.get(1).contains("timed out: no data from worker"), results.get(1));
-      assertTrue(took.compareTo(Duration.ofSeconds(2 + 5)) < 0, "took " + took);
+      assertTrue(results.get(0).contains("(timeout PT2S)"), results.get(0));
     }
   }
 
