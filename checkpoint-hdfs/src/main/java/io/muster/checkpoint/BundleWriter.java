@@ -6,6 +6,7 @@ import io.muster.proto.tf.DataType;
 import io.muster.proto.tf.TensorShapeProto;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -110,17 +111,15 @@ public final class BundleWriter {
     Pending pending = new Pending(fs, files, data, temporary(data), indexFile, temporary(indexFile));
     byte[] table = Table.write(index);
     Future<Void> indexWrite = io.start(() -> {
-      try (FSDataOutputStream out = client.create(pending.indexTemp, true)) {
-        out.write(table);
-      }
+      writeFile(client, pending.indexTemp, out -> out.write(table));
       return null;
     });
     try {
-      try (FSDataOutputStream out = client.create(pending.dataTemp, true)) {
+      writeFile(client, pending.dataTemp, out -> {
         for (byte[] payload : payloads) {
           out.write(payload);
         }
-      }
+      });
       IoThreads.await(indexWrite);
       return pending;
     } catch (IOException | RuntimeException e) {
@@ -128,6 +127,34 @@ public final class BundleWriter {
       pending.abort();
       throw e;
     }
+  }
+
+  /** What is written to a file that {@link #writeFile} opened. */
+  interface Contents {
+    void writeTo(OutputStream out) throws IOException;
+  }
+
+  /**
+   * Creates (or overwrites) {@code file}, writes it and closes it. Unlike try-with-resources, a
+   * close that throws the write's own exception again, as HDFS's output stream does after the
+   * namenode refused a block (a space quota), cannot replace it with "Self-suppression not
+   * permitted": the caller sees the write's failure.
+   */
+  static void writeFile(FileSystem client, Path file, Contents contents) throws IOException {
+    FSDataOutputStream out = client.create(file, true);
+    try {
+      contents.writeTo(out);
+    } catch (IOException | RuntimeException e) {
+      try {
+        out.close();
+      } catch (IOException | RuntimeException onClose) {
+        if (onClose != e) {
+          e.addSuppressed(onClose);
+        }
+      }
+      throw e;
+    }
+    out.close();
   }
 
   private static Path temporary(Path file) {

@@ -5,7 +5,6 @@ import io.muster.proto.tf.CheckpointState;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -261,8 +260,9 @@ public final class CheckpointManager implements AutoCloseable {
       state.addAllModelCheckpointPaths(m.name()).addAllModelCheckpointTimestamps(m.timestamp());
     }
     Path temp = new Path(directory, STATE_FILE + ".tmp" + UUID.randomUUID().toString().replace("-", ""));
-    try (OutputStream out = CheckpointClient.of(fs).create(temp, true)) {
-      out.write(TextFormat.printer().printToString(state.build()).getBytes(StandardCharsets.UTF_8));
+    byte[] text = TextFormat.printer().printToString(state.build()).getBytes(StandardCharsets.UTF_8);
+    try {
+      BundleWriter.writeFile(CheckpointClient.of(fs), temp, out -> out.write(text));
     } catch (IOException e) {
       fs.delete(temp, false);
       throw new IOException("could not write the checkpoint state " + temp + ": " + e.getMessage(), e);

@@ -15,6 +15,11 @@ final class MiniDfs implements AutoCloseable {
   }
 
   MiniDfs(String name, int dataNodes) throws IOException {
+    this(name, dataNodes, conf -> {});
+  }
+
+  /** With {@code settings} applied to the cluster's configuration (and so to its clients'). */
+  MiniDfs(String name, int dataNodes, java.util.function.Consumer<Configuration> settings) throws IOException {
     Configuration conf = new Configuration();
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File("target/minidfs-" + name).getAbsolutePath());
     conf.set("dfs.namenode.http-address", "127.0.0.1:0");
@@ -23,6 +28,7 @@ final class MiniDfs implements AutoCloseable {
     conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
     // a client that finds no good replica tries again after ~10 ms, not ~3 s
     conf.setInt("dfs.client.retry.window.base", 10);
+    settings.accept(conf);
     cluster = new MiniDFSCluster.Builder(conf).numDataNodes(dataNodes).build();
     cluster.waitActive();
   }
