@@ -217,6 +217,9 @@ class CheckpointManagerTest {
         "the chief's values");
   }
 
+  /** What one complete checkpoint {@code ckpt-1} and its state file leave in a directory. */
+  private static final List<String> ONLY_CKPT_1 = List.of("checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index");
+
   @ParameterizedTest(name = "{0}")
   @MethodSource("fileSystems")
   void aFailedSaveNamesThePathAndLeavesThePreviousCheckpoint(String kind) throws Exception {
@@ -224,13 +227,42 @@ class CheckpointManagerTest {
     FileSystem fs = fsOf(kind, dir);
     CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER, CheckpointManager.Options.DEFAULTS);
     manager.save(model(1));
-    // A tensor that cannot be encoded fails the save after the directory exists.
+    // A tensor that cannot be encoded fails the save while the new state file is being written
+    // under its temporary name: that file must go too.
     Map<String, Tensor> bad = Map.of("", Tensor.scalar(1));
     IOException e = assertThrows(IOException.class, () -> manager.save(bad));
     assertTrue(e.getMessage().startsWith("could not save checkpoint " + new Path(dir, "ckpt-2")), e.getMessage());
     assertTrue(e.getMessage().endsWith("the latest complete checkpoint is still " + new Path(dir, "ckpt-1")), e.getMessage());
     assertEquals(Optional.of(new Path(dir, "ckpt-1")), manager.latest());
-    assertFalse(fs.exists(new Path(dir, "ckpt-2.data-00000-of-00001")), "no half-written files are left");
+    assertEquals(ONLY_CKPT_1, names(fs, dir), "no temporary or half-written file is left");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("fileSystems")
+  void aSaveThatFailsAfterItsBytesAreWrittenRemovesEveryFileOfIt(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    // The save fails once its data file is renamed into place: the state and the index are
+    // written under temporary names by then, and the index is not renamed yet.
+    boolean[] failing = {false};
+    CheckpointManager manager = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS, step -> {
+          if (failing[0] && step == SaveStep.DATA_WRITTEN) {
+            throw new IllegalStateException("failed after " + step);
+          }
+        });
+    manager.save(model(1));
+    failing[0] = true;
+    IOException e = assertThrows(IOException.class, () -> manager.save(model(2)));
+    assertTrue(e.getMessage().startsWith("could not save checkpoint " + new Path(dir, "ckpt-2")), e.getMessage());
+    assertTrue(e.getMessage().endsWith("the latest complete checkpoint is still " + new Path(dir, "ckpt-1")), e.getMessage());
+    assertEquals(Optional.of(new Path(dir, "ckpt-1")), manager.latest());
+    assertEquals(ONLY_CKPT_1, names(fs, dir), "the renamed data file and every temporary file are deleted");
+    assertEquals(List.of("ckpt-1"), CheckpointManager.readState(fs, dir).orElseThrow().getAllModelCheckpointPathsList());
+    failing[0] = false;
+    Path next = manager.save(model(2));
+    assertEquals(Optional.of(next), manager.latest(), "the manager saves on after the failure");
+    assertArrayEquals(new float[] {2, 2, 2, 2}, manager.restore(manager.latest().orElseThrow()).get("dense/kernel").floats());
   }
 
   @ParameterizedTest(name = "{0}")
