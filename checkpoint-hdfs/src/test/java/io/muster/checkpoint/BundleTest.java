@@ -72,6 +72,17 @@ class BundleTest {
   }
 
   @Test
+  void aStringTensorsEntryCrcIsTensorFlows() throws Exception {
+    Path prefix = new Path(tmp.toUri().toString(), "ckpt-s");
+    BundleWriter.write(local(), prefix, Map.of("s", Tensor.ofStrings(new long[] {2}, "a", "bc")));
+    // TensorFlow's WriteStringTensor: CRC32C over the lengths as uint32, the masked length
+    // checksum (bf df db 7a), then the bytes; the entry holds it masked. Computed independently.
+    assertEquals(0x8536e4e9, BundleReader.open(local(), prefix).entries().get("s").getCrc32C());
+    assertEquals("01 02 bf df db 7a 61 62 63",
+        hex(Files.readAllBytes(java.nio.file.Path.of(Bundle.dataFile(prefix, 0, 1).toUri()))));
+  }
+
+  @Test
   void everyDtypeAndShapeRoundTripsAndKeysSortAsUnsignedBytes() throws Exception {
     Path prefix = new Path(tmp.toUri().toString(), "all");
     Map<String, Tensor> tensors = new LinkedHashMap<>();

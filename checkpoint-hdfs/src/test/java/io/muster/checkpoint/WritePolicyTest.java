@@ -58,4 +58,25 @@ class WritePolicyTest {
     ClusterSpec alone = ClusterSpec.of(Map.of("worker", List.of("w:1")));
     assertTrue(WritePolicy.of(alone, new TaskId("worker", 0)).chief());
   }
+
+  @Test
+  void aWorkersTempDirIsItsOwnWriteDirAndIsRemovedItself() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path temp = new Path(new Path(tmp.toUri().toString()), "workertemp_3");
+    assertEquals(temp, WORKER_3.writeDir(fs, temp), "not nested in itself");
+    fs.create(new Path(temp, "foo.bar")).close();
+    WORKER_3.removeTempDir(fs, temp);
+    assertFalse(fs.exists(temp));
+  }
+
+  @Test
+  void theChiefDeletesNothingEvenInADirectoryNamedLikeATempDir() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path named = new Path(new Path(tmp.toUri().toString()), "workertemp_0");
+    fs.create(new Path(named, "ckpt-1.index")).close();
+    fs.create(new Path(new Path(named, "workertemp_0"), "kept")).close();
+    WritePolicy.SINGLE_WORKER.removeTempDir(fs, named);
+    assertTrue(fs.exists(new Path(named, "ckpt-1.index")));
+    assertTrue(fs.exists(new Path(new Path(named, "workertemp_0"), "kept")));
+  }
 }
