@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.SortedSet;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -105,6 +106,12 @@ final class Barriers {
     }
     barrier.finish(Errors.barrierError(Status.Code.CANCELLED, "Barrier " + id + " was cancelled by task "
         + describe.apply(source), id, counter));
+  }
+
+  /** The tasks that have arrived at the undecided use of barrier {@code id}; empty when it is decided or unknown. */
+  Set<TaskId> waitingAt(String id) {
+    Barrier barrier = byId.get(id);
+    return barrier == null || barrier.done() ? Set.of() : Set.copyOf(barrier.arrived);
   }
 
   /** A participant is in error: every undecided barrier it takes part in fails. */

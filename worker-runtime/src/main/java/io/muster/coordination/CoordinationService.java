@@ -577,6 +577,18 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
   }
 
+  // ---- what is waiting (for tests that must know a caller is blocked before they act) ---------
+
+  /** The tasks waiting at the undecided use of barrier {@code id}; empty when none is undecided. */
+  synchronized Set<TaskId> waitingAtBarrier(String id) {
+    return barriers.waitingAt(id);
+  }
+
+  /** How many GetKeyValue calls are blocked until their key is inserted. */
+  synchronized int blockedGets() {
+    return blockedGets.size();
+  }
+
   // ---- plumbing -------------------------------------------------------------------------------
 
   /** Fails every call still waiting here (polls, barriers, gets) so the server can stop promptly. */

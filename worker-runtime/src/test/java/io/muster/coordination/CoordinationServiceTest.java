@@ -10,13 +10,16 @@ import io.muster.cluster.TaskId;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.testing.Eventually;
 import io.muster.testing.LocalCluster;
-import java.net.ServerSocket;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** The coordination service and its agents over real gRPC on 127.0.0.1, tasks in this JVM. */
@@ -32,6 +35,18 @@ class CoordinationServiceTest {
   private static final TaskId W2 = new TaskId("worker", 2);
   private static final TaskId W3 = new TaskId("worker", 3);
 
+  /** Blocking calls run here, one thread each: the common pool may have fewer threads than a test has callers. */
+  private final ExecutorService callers = Executors.newCachedThreadPool();
+
+  @AfterEach
+  void stopCallers() {
+    callers.shutdownNow();
+  }
+
+  private static CoordinationService serviceOf(LocalCluster cluster) {
+    return cluster.worker(0).service().orElseThrow();
+  }
+
   @Test
   void everyTaskJoinsAndSeesEveryOtherConnected() throws Exception {
     try (LocalCluster cluster = LocalCluster.workers(4, FAST)) {
@@ -45,24 +60,16 @@ class CoordinationServiceTest {
 
   @Test
   void aTaskThatNeverStartsIsNamedWithWhyItIsMissing() throws Exception {
-    int deadPort;
-    try (ServerSocket s = new ServerSocket(0)) {
-      deadPort = s.getLocalPort();
-    }
     CoordinationOptions shortJoin = FAST.withJoinTimeout(Duration.ofSeconds(3));
     try (LocalCluster cluster = LocalCluster.workers(4, shortJoin)) {
       // Worker 3 never comes: its runtime is stopped, and its port points at nothing.
       cluster.stop(W3);
-      long start = System.nanoTime();
       var failure = assertThrows(java.util.concurrent.ExecutionException.class, () -> cluster.join(List.of(W0, W1, W2)));
-      Duration took = Duration.ofNanos(System.nanoTime() - start);
       assertTrue(failure.getCause() instanceof DeadlineExceededException, failure.getCause().toString());
       String message = failure.getCause().getMessage();
       String w3 = cluster.cluster().taskAddress(W3);
       assertTrue(message.contains("1 of 4 tasks missing: worker 3 at " + w3 + ": connection refused"), message);
       assertTrue(message.contains("timed out after PT3S waiting for all tasks"), message);
-      assertTrue(took.compareTo(Duration.ofSeconds(6)) < 0, "took " + took);
-      assertTrue(deadPort > 0);
     }
   }
 
@@ -94,7 +101,7 @@ class CoordinationServiceTest {
     try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
       cluster.worker(2).agent().close(); // heartbeats stop, nothing is said
-      Duration took = Eventually.within(Duration.ofSeconds(2 + 5), "error callbacks on workers 0 and 1",
+      Eventually.within(Duration.ofSeconds(60), "error callbacks on workers 0 and 1",
           () -> !cluster.errors(W0).isEmpty() && !cluster.errors(W1).isEmpty());
       CoordinationException error = cluster.errors(W0).get(0);
       assertEquals(Status.Code.UNAVAILABLE, error.code());
@@ -102,8 +109,12 @@ class CoordinationServiceTest {
       assertTrue(error.getMessage().contains("The following tasks are unhealthy (stopped sending heartbeats):\n"
           + "/job:worker/replica:0/task:2 (" + cluster.cluster().taskAddress(W2) + ")"), error.getMessage());
       assertEquals(TaskState.ERROR, cluster.worker(0).agent().state());
-      assertEquals(1, cluster.errors(W1).size(), "the callback runs once");
-      assertTrue(took.compareTo(Duration.ofSeconds(2 + 2)) < 0, "detected after " + took);
+      assertEquals(1, cluster.errors(W0).size(), "the callback runs once: " + cluster.errors(W0));
+      // Once, even when a second failure follows: the leader goes away, worker 1's heartbeats go
+      // unanswered for twice the heartbeat timeout, and its callback is not called again.
+      cluster.stop(W0);
+      Thread.sleep(FAST.heartbeatTimeout().multipliedBy(2).toMillis());
+      assertEquals(1, cluster.errors(W1).size(), "the callback runs once: " + cluster.errors(W1));
     }
   }
 
@@ -141,7 +152,8 @@ class CoordinationServiceTest {
       cluster.joinAll();
       for (int round = 0; round < 2; round++) {
         List<CompletableFuture<Void>> calls = List.of(0, 1, 2).stream()
-            .map(i -> CompletableFuture.runAsync(() -> cluster.worker(i).agent().barrier("epoch", Duration.ofSeconds(10), List.of())))
+            .map(i -> CompletableFuture.runAsync(
+                () -> cluster.worker(i).agent().barrier("epoch", Duration.ofSeconds(10), List.of()), callers))
             .toList();
         CompletableFuture.allOf(calls.toArray(CompletableFuture[]::new)).get(15, TimeUnit.SECONDS);
       }
@@ -152,7 +164,8 @@ class CoordinationServiceTest {
   void barrierTimesOutNamingWhoDidNotArrive() throws Exception {
     try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
-      var second = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(1), List.of()));
+      var second = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(1), List.of()),
+          callers);
       CoordinationException timeout = assertThrows(CoordinationException.class,
           () -> cluster.worker(0).agent().barrier("b", Duration.ofSeconds(1), List.of()));
       assertEquals(Status.Code.DEADLINE_EXCEEDED, timeout.code());
@@ -168,14 +181,13 @@ class CoordinationServiceTest {
     try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
       cluster.worker(2).agent().close();
-      long start = System.nanoTime();
-      var fromOne = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(60), List.of()));
+      var fromOne = CompletableFuture.runAsync(() -> cluster.worker(1).agent().barrier("b", Duration.ofSeconds(60), List.of()),
+          callers);
+      // The barrier's own 60 s timeout would fail it as DEADLINE_EXCEEDED; INTERNAL naming the dead task is the early failure.
       CoordinationException failed = assertThrows(CoordinationException.class,
           () -> cluster.worker(0).agent().barrier("b", Duration.ofSeconds(60), List.of()));
-      Duration took = Duration.ofNanos(System.nanoTime() - start);
       assertEquals(Status.Code.INTERNAL, failed.code());
       assertTrue(failed.getMessage().contains("Barrier b failed because task /job:worker/replica:0/task:2"), failed.getMessage());
-      assertTrue(took.compareTo(Duration.ofSeconds(10)) < 0, "took " + took);
       assertThrows(Exception.class, () -> fromOne.get(5, TimeUnit.SECONDS));
     }
   }
@@ -185,7 +197,8 @@ class CoordinationServiceTest {
     try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
       List<TaskId> pair = List.of(W0, W2);
-      var zero = CompletableFuture.runAsync(() -> cluster.worker(0).agent().barrier("pair", Duration.ofSeconds(5), pair));
+      var zero = CompletableFuture.runAsync(() -> cluster.worker(0).agent().barrier("pair", Duration.ofSeconds(5), pair),
+          callers);
       cluster.worker(2).agent().barrier("pair", Duration.ofSeconds(5), pair);
       zero.get(5, TimeUnit.SECONDS);
       CoordinationException outsider = assertThrows(CoordinationException.class,
@@ -196,13 +209,29 @@ class CoordinationServiceTest {
 
   @Test
   void cancelledBarrierFailsTheWaitersAndAPassedOneCannotBeCancelled() throws Exception {
-    try (LocalCluster cluster = LocalCluster.workers(2, FAST)) {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
       var waiting = CompletableFuture.supplyAsync(() -> assertThrows(CoordinationException.class,
-          () -> cluster.worker(0).agent().barrier("c", Duration.ofSeconds(30), List.of())));
-      Thread.sleep(300);
+          () -> cluster.worker(0).agent().barrier("c", Duration.ofSeconds(30), List.of())), callers);
+      Eventually.within(Duration.ofSeconds(30), "worker 0 waiting at barrier c",
+          () -> serviceOf(cluster).waitingAtBarrier("c").equals(Set.of(W0)));
       cluster.worker(1).agent().cancelBarrier("c");
-      assertEquals(Status.Code.CANCELLED, waiting.get(5, TimeUnit.SECONDS).code());
+      CoordinationException cancelled = waiting.get(30, TimeUnit.SECONDS);
+      assertEquals(Status.Code.CANCELLED, cancelled.code());
+      assertTrue(cancelled.getMessage().contains("Barrier c was cancelled by task /job:worker/replica:0/task:1"),
+          cancelled.getMessage());
+
+      // Workers 0 and 1 pass use 0 of barrier p; worker 2, still at use 0 of p, cannot cancel it.
+      List<TaskId> pair = List.of(W0, W1);
+      var zero = CompletableFuture.runAsync(() -> cluster.worker(0).agent().barrier("p", Duration.ofSeconds(30), pair),
+          callers);
+      cluster.worker(1).agent().barrier("p", Duration.ofSeconds(30), pair);
+      zero.get(30, TimeUnit.SECONDS);
+      CoordinationException refused = assertThrows(CoordinationException.class,
+          () -> cluster.worker(2).agent().cancelBarrier("p"));
+      assertEquals(Status.Code.FAILED_PRECONDITION, refused.code());
+      assertTrue(refused.getMessage().contains("Barrier p (use 0) has already completed; it cannot be cancelled"),
+          refused.getMessage());
     }
   }
 
@@ -210,8 +239,9 @@ class CoordinationServiceTest {
   void shutdownBarrierHoldsEarlyTasksUntilEveryoneLeaves() throws Exception {
     try (LocalCluster cluster = LocalCluster.workers(2, FAST.withShutdownBarrierTimeout(Duration.ofSeconds(10)))) {
       cluster.joinAll();
-      var early = CompletableFuture.runAsync(() -> cluster.worker(1).agent().shutdown());
-      Thread.sleep(500);
+      var early = CompletableFuture.runAsync(() -> cluster.worker(1).agent().shutdown(), callers);
+      Eventually.within(Duration.ofSeconds(30), "worker 1 waiting at the shutdown barrier",
+          () -> serviceOf(cluster).waitingAtBarrier(CoordinationService.SHUTDOWN_BARRIER).equals(Set.of(W1)));
       assertTrue(!early.isDone(), "worker 1 must wait at the shutdown barrier");
       cluster.worker(0).agent().shutdown();
       early.get(5, TimeUnit.SECONDS);
@@ -228,8 +258,10 @@ class CoordinationServiceTest {
       cluster.joinAll();
       CoordinationAgent zero = cluster.worker(0).agent();
       CoordinationAgent one = cluster.worker(1).agent();
-      var waiting = CompletableFuture.supplyAsync(() -> one.get("/addr//worker/0", Duration.ofSeconds(10)));
-      Thread.sleep(200);
+      var waiting = CompletableFuture.supplyAsync(() -> one.get("/addr//worker/0", Duration.ofSeconds(30)), callers);
+      Eventually.within(Duration.ofSeconds(30), "worker 1's get waiting at the service",
+          () -> serviceOf(cluster).blockedGets() == 1);
+      assertTrue(!waiting.isDone(), "the get waits for the key");
       zero.insert("addr/worker/0", "10.0.0.1:5".getBytes(), false);
       assertEquals("10.0.0.1:5", new String(waiting.get(5, TimeUnit.SECONDS)));
 
