@@ -88,6 +88,42 @@ public final class ChildJvm implements AutoCloseable {
     }
   }
 
+  /**
+   * Waits for a line starting with {@code prefix} and returns the rest of it (a child reports what
+   * it bound this way: {@code BOUND 127.0.0.1:40123}); fails the test as {@link #awaitOutput} does.
+   */
+  public String awaitLine(String prefix, Duration limit) {
+    awaitOutput(prefix, limit);
+    long deadline = System.nanoTime() + limit.toNanos();
+    while (true) {
+      // the prefix is out; wait for the end of its line
+      java.util.Optional<String> line = output().lines().filter(l -> l.startsWith(prefix)).findFirst()
+          .filter(l -> output().contains(l + System.lineSeparator()));
+      if (line.isPresent()) {
+        return line.get().substring(prefix.length());
+      }
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError(name + " did not finish its '" + prefix + "' line within " + limit + "; output:\n" + output());
+      }
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new AssertionError("interrupted", e);
+      }
+    }
+  }
+
+  /** Writes one line to the child's standard input. */
+  public void send(String line) {
+    try {
+      process.getOutputStream().write((line + "\n").getBytes(StandardCharsets.UTF_8));
+      process.getOutputStream().flush();
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot write to " + name + "'s standard input", e);
+    }
+  }
+
   public String output() {
     try {
       return Files.exists(output) ? Files.readString(output, StandardCharsets.UTF_8) : "";
