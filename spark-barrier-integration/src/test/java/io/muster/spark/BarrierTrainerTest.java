@@ -167,7 +167,6 @@ class BarrierTrainerTest {
   void aFailedGangIsReRunAndResumesFromItsBackup(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) {
     org.apache.hadoop.fs.Path backupDir = new org.apache.hadoop.fs.Path(tmp.resolve("backup").toUri());
     BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(3).maxAttempts(2).build();
-    long start = System.nanoTime();
     String result = trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {
       var backup = ctx.backupAndRestore(backupDir, io.muster.checkpoint.BackupAndRestore.EVERY_EPOCH);
       var resume = backup.restore(4, 1,
@@ -188,8 +187,6 @@ class BarrierTrainerTest {
       return "attempt " + ctx.attempt() + " started at epoch " + firstEpoch + ", w=" + w[0];
     });
     assertEquals("attempt 1 started at epoch 2, w=4.0", result);
-    java.time.Duration took = java.time.Duration.ofNanos(System.nanoTime() - start);
-    assertTrue(took.compareTo(java.time.Duration.ofSeconds(30)) < 0, "the failed gang fails fast: " + took);
     assertTrue(!java.nio.file.Files.exists(tmp.resolve("backup").resolve("chief")), "the backup is gone after success");
   }
 

@@ -121,7 +121,6 @@ class RingTlsTest {
   @Test
   void overTlsARankThatLeavesFailsTheOthersAtOnce() throws Exception {
     try (LocalCollectives group = new LocalCollectives(3, Duration.ofSeconds(30), tls)) {
-      long start = System.nanoTime();
       List<String> results = group.onAll((c, r) -> {
         if (r == 2) {
           c.close();
@@ -136,9 +135,9 @@ class RingTlsTest {
       });
       assertTrue(results.get(0).contains("receiving from worker 2 failed: the connection was closed; worker 2 has died or left"),
           results.get(0));
+      // at once: the closed stream is the cause on both ranks, not the 30 s timeout
       assertTrue(results.get(1).contains("worker 2"), results.get(1));
-      Duration took = Duration.ofNanos(System.nanoTime() - start);
-      assertTrue(took.compareTo(Duration.ofSeconds(10)) < 0, "took " + took + "; the timeout is 30 s");
+      assertTrue(results.stream().noneMatch(m -> m.contains("timed out")), results.toString());
     }
   }
 
