@@ -76,6 +76,10 @@ class TableTest {
         assertThrows(IOException.class, () -> Table.read(footerOnly(0, 1000), "f")).getMessage());
     assertEquals("f: block (0, 7) lies outside the 48-byte file",
         assertThrows(IOException.class, () -> Table.read(footerOnly(0, 7), "f")).getMessage());
+    // a block whose trailer ends exactly at the end of the file lies inside it (here: the footer's
+    // own bytes, whose byte 43 is not block type 0)
+    assertEquals("f: compressed block (type -117) is not supported",
+        assertThrows(IOException.class, () -> Table.read(footerOnly(0, 43), "f")).getMessage());
   }
 
   @Test
@@ -93,6 +97,12 @@ class TableTest {
     corrupt[3] ^= 1;
     assertEquals("f: block checksum mismatch at offset 0",
         assertThrows(IOException.class, () -> Table.read(corrupt, "f")).getMessage());
+  }
+
+  @Test
+  void anEmptyTableReadsAsNoEntries() throws IOException {
+    // its index block is the smallest a block can be: no entries, one restart, 8 bytes
+    assertEquals(0, Table.read(Table.write(new TreeMap<>(Table.KEY_ORDER)), "f").size());
   }
 
   @Test
