@@ -189,19 +189,24 @@ class ExternalCommandTest {
 
   @Test
   void aCancelledJobLeavesNoCommandBehind() throws Exception {
+    java.util.concurrent.atomic.AtomicReference<Throwable> notStarted = new java.util.concurrent.atomic.AtomicReference<>();
     Thread canceller = new Thread(() -> {
       try {
         for (int i = 0; i < 3; i++) {
           Pids.read(dir.resolve("pid-0-" + i), LIMIT);
         }
-      } catch (Exception ignored) {
-        // the assertions below report it
+      } catch (Throwable e) { // Pids.read fails with an AssertionError: keep it for the test thread
+        notStarted.set(e);
+      } finally {
+        spark.sparkContext().cancelAllJobs(); // always: else the sleeping commands hold the job for 10 minutes
       }
-      spark.sparkContext().cancelAllJobs();
     });
     canceller.start();
     assertThrows(IllegalStateException.class, () -> trainer(3, 1).run(spark, shardCheck("sleep", dir.toString())));
     canceller.join();
+    if (notStarted.get() != null) {
+      throw new AssertionError("the job was cancelled before every command had started", notStarted.get());
+    }
     for (int i = 0; i < 3; i++) {
       long pid = Pids.read(dir.resolve("pid-0-" + i), LIMIT);
       Eventually.within(LIMIT, "worker " + i + "'s command (pid " + pid + ") ended", () -> !Pids.running(pid));
