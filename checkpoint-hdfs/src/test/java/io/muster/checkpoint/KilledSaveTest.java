@@ -28,9 +28,13 @@ class KilledSaveTest {
   private static MiniDfs hdfs;
   private static int runs;
 
+  private static final java.nio.file.Path LOCAL_BASE = java.nio.file.Path.of("target", "killed-save").toAbsolutePath();
+
   @BeforeAll
   static void start() throws IOException {
     hdfs = new MiniDfs("killed");
+    // the local runs' directories of earlier runs: one set per run, not one more per run
+    FileSystem.getLocal(new Configuration()).delete(new Path(LOCAL_BASE.toUri()), true);
   }
 
   @AfterAll
@@ -57,7 +61,7 @@ class KilledSaveTest {
     synchronized (KilledSaveTest.class) {
       runs++;
       dir = kind.equals("hdfs") ? hdfs.fileSystem().makeQualified(new Path("/killed-" + runs))
-          : new Path(java.nio.file.Path.of("target", "killed-save", System.nanoTime() + "-" + runs).toAbsolutePath().toUri());
+          : new Path(LOCAL_BASE.resolve(System.nanoTime() + "-" + runs).toUri());
     }
     FileSystem fs = dir.getFileSystem(hdfsConf(kind));
     CheckpointManager before = new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER, CheckpointManager.Options.DEFAULTS);

@@ -75,25 +75,29 @@ class TaskProcessTest {
 
   @Test
   void closeEndsTheCommandAndWhatItStarted() throws Exception {
-    TaskProcess p = start("sleep 600 & echo $! > grandchild; echo $$ > child; wait", Map.of(), Duration.ofSeconds(2));
-    long child = Pids.read(dir.resolve("child"), LIMIT);
-    long grandchild = Pids.read(dir.resolve("grandchild"), LIMIT);
-    assertTrue(Pids.running(child) && Pids.running(grandchild));
-    p.close();
-    Eventually.within(LIMIT, "the command and its sleep ended", () -> !Pids.running(child) && !Pids.running(grandchild));
-    assertTrue(!p.isAlive());
+    // try-with-resources: a failed assertion still ends the command (closing twice is harmless)
+    try (TaskProcess p = start("sleep 600 & echo $! > grandchild; echo $$ > child; wait", Map.of(),
+        Duration.ofSeconds(2))) {
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      long grandchild = Pids.read(dir.resolve("grandchild"), LIMIT);
+      assertTrue(Pids.running(child) && Pids.running(grandchild));
+      p.close();
+      Eventually.within(LIMIT, "the command and its sleep ended", () -> !Pids.running(child) && !Pids.running(grandchild));
+      assertTrue(!p.isAlive());
+    }
   }
 
   @Test
   void aCommandThatIgnoresSigtermIsKilledAfterTheGracePeriod() throws Exception {
-    TaskProcess p = start("trap '' TERM; echo $$ > child; while true; do sleep 0.2; done", Map.of(),
-        Duration.ofSeconds(1));
-    long child = Pids.read(dir.resolve("child"), LIMIT);
-    long start = System.nanoTime();
-    p.close();
-    Eventually.within(LIMIT, "the command ignoring SIGTERM was killed", () -> !Pids.running(child));
-    Duration took = Duration.ofNanos(System.nanoTime() - start);
-    assertTrue(took.compareTo(Duration.ofMillis(900)) > 0, "it had its grace period first: " + took);
+    try (TaskProcess p = start("trap '' TERM; echo $$ > child; while true; do sleep 0.2; done", Map.of(),
+        Duration.ofSeconds(1))) {
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      long start = System.nanoTime();
+      p.close();
+      Eventually.within(LIMIT, "the command ignoring SIGTERM was killed", () -> !Pids.running(child));
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertTrue(took.compareTo(Duration.ofMillis(900)) > 0, "it had its grace period first: " + took);
+    }
   }
 
   @Test
