@@ -180,7 +180,8 @@ final class CommandLogs {
         return;
       }
       gangFailure = reason;
-      log.warn("the gang has failed: {}; ending the other tasks' commands", reason);
+      // The driver's one failure line names the failure; this is for the debug log.
+      log.debug("the gang has failed: {}; ending the other tasks' commands", reason);
       tasks.forEach((task, out) -> send(task, out, FAILED + "\t" + reason));
     }
 
