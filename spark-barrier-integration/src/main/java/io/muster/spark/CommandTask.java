@@ -142,8 +142,11 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
         });
       }
       driver.onGangFailure(reason -> {
-        gangFailure.compareAndSet(null, reason);
-        process.endAfterFailure();
+        // A command that already ended (its own failure, as every `false` of a gang) keeps its own story.
+        if (process.isAlive()) {
+          gangFailure.compareAndSet(null, reason);
+          process.endAfterFailure();
+        }
       });
       Optional<Integer> exit = process.waitFor(command.timeout().orElse(Duration.ofMillis(Long.MAX_VALUE)));
       if (exit.isEmpty()) {
