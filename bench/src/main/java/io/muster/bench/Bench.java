@@ -18,7 +18,7 @@ public final class Bench {
 
   static final String USAGE = String.join("\n",
       "usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]",
-      "       muster bench coordinator W [ROUNDS]             (ClusterCoordinator: W workers + 1 ps, closures/s)",
+      "       muster bench coordinator W [ROUNDS]             (ClusterCoordinator: W workers + 1 ps, closures/s; ROUNDS default 5, the first warm up)",
       "       muster bench allreduce [--table] [--tls] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)",
       "       muster bench checkpoint [MiB...]              (default: 64 512)",
       "       muster bench spark [--workers 4] [--runs 5]   (Spark local[N]: gang start, kill and restart)",

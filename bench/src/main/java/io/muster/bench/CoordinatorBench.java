@@ -44,7 +44,7 @@ final class CoordinatorBench {
     int workers = BenchArgs.positive("W", args.get(0), "W (workers) must be a positive integer, was '" + args.get(0)
         + "'");
     int rounds = args.size() > 1 ? BenchArgs.positive("ROUNDS", args.get(1), "ROUNDS must be a positive integer, was '"
-        + args.get(1) + "'") : 3;
+        + args.get(1) + "'") : 5;
     return () -> run(workers, rounds);
   }
 

@@ -29,6 +29,10 @@ public final class ParameterServerService extends ParameterServerGrpc.ParameterS
 
   private static final Logger log = LoggerFactory.getLogger(ParameterServerService.class);
 
+  /** The calls that never wait and carry at most one chunk: they may run on the transport's thread. */
+  public static final java.util.Set<String> NON_BLOCKING_METHODS = java.util.Set.of("Create", "ReadSmall",
+      "GatherSmall", "UpdateSmall");
+
   private final String task;
   private final Map<String, HostedVariable> variables = new ConcurrentHashMap<>();
 

@@ -1,6 +1,9 @@
 package io.muster.rpc;
 
 import io.grpc.BindableService;
+import io.grpc.Metadata;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallExecutorSupplier;
 import io.grpc.InsecureServerCredentials;
 import io.grpc.Server;
 import io.grpc.ServerCredentials;
@@ -16,6 +19,9 @@ import java.io.UncheckedIOException;
 import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -47,15 +53,17 @@ public final class TaskServer implements AutoCloseable {
 
   private final Server server;
   private final MutableHandlerRegistry registry;
+  private final Set<String> onTransport;
   private final ExecutorService executor;
   private final HostPort address;
   private final TaskId task;
   private final TokenCheck tokenCheck;
 
-  private TaskServer(Server server, MutableHandlerRegistry registry, ExecutorService executor, HostPort address,
-      TaskId task, TokenCheck tokenCheck) {
+  private TaskServer(Server server, MutableHandlerRegistry registry, Set<String> onTransport, ExecutorService executor,
+      HostPort address, TaskId task, TokenCheck tokenCheck) {
     this.server = server;
     this.registry = registry;
+    this.onTransport = onTransport;
     this.executor = executor;
     this.address = address;
     this.task = task;
@@ -78,10 +86,17 @@ public final class TaskServer implements AutoCloseable {
       return t;
     });
     MutableHandlerRegistry registry = new MutableHandlerRegistry();
+    Set<String> onTransport = ConcurrentHashMap.newKeySet();
     Strangers strangers = new Strangers("task " + task + " at " + address, security.tls().isPresent(), HANDSHAKE_TIMEOUT);
     NettyServerBuilder builder = NettyServerBuilder.forAddress(bind, credentials(security))
         .executor(executor)
         .fallbackHandlerRegistry(registry)
+        .callExecutor(new ServerCallExecutorSupplier() {
+          @Override
+          public <Q, R> Executor getExecutor(ServerCall<Q, R> call, Metadata headers) {
+            return onTransport.contains(call.getMethodDescriptor().getFullMethodName()) ? Runnable::run : null;
+          }
+        })
         .handshakeTimeout(HANDSHAKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
     // gRPC's shared NIO event loops, with a server channel that lets Strangers see each connection first
     InternalNettyServerBuilder.useNioTransport(builder);
@@ -99,13 +114,24 @@ public final class TaskServer implements AutoCloseable {
     HostPort bound = new HostPort(address.host(), server.getPort());
     strangers.describeServer("task " + task + " at " + bound);
     log.info("task {} serving on {}{}", task, bound, security.tls().isPresent() ? " (TLS)" : "");
-    return new TaskServer(server, registry, executor, bound, task,
+    return new TaskServer(server, registry, onTransport, executor, bound, task,
         new TokenCheck(security.token(), "task " + task.fullName()));
   }
 
   /** Serves another service from now on, behind the token check. */
   public void addService(BindableService service) {
     registry.addService(ServerInterceptors.intercept(service, tokenCheck));
+  }
+
+  /**
+   * Serves another service whose named methods never block (no waiting, no user code, work of well
+   * under a millisecond): their calls run on the transport's thread, one thread hand-off less per
+   * call. The service's other methods run on the server's threads as usual.
+   */
+  public void addService(BindableService service, Set<String> nonBlockingMethods) {
+    String name = service.bindService().getServiceDescriptor().getName();
+    nonBlockingMethods.forEach(m -> onTransport.add(name + "/" + m));
+    addService(service);
   }
 
   /**

@@ -271,10 +271,11 @@ public final class ParameterServerStrategy implements AutoCloseable {
       try {
         ParameterServers variables = new ParameterServers(cluster, channels, runtime.agent(), psTimeout);
         if (task.is(TaskType.PS)) {
-          runtime.server().addService(new ParameterServerService(task.toString()));
+          runtime.server().addService(new ParameterServerService(task.toString()),
+              ParameterServerService.NON_BLOCKING_METHODS);
         } else if (task.is(TaskType.WORKER)) {
           runtime.server().addService(new ClosureWorkerService(task, functions, variables,
-              runtime.agent()::incarnation));
+              runtime.agent()::incarnation), Set.of("Ping"));
         }
         runtime.join();
         ClusterCoordinator coordinator = null;
