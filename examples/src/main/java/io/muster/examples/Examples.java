@@ -13,7 +13,8 @@ public final class Examples {
       + "       muster example EXAMPLE   (a chief, workers and ps tasks, each a local JVM with its own TF_CONFIG)\n"
       + psUsage()
       + "       muster example late-task [--missing]\n"
-      + "       muster example train [--steps 600] [--kill-worker-at N] [--learning-rate 0.5] [--batch 32] [--seed 7]";
+      + "       muster example train [--steps 600] [--kill-worker-at N] [--learning-rate 0.5] [--batch 32] [--seed 7] "
+      + "[--data FILE.csv]";
 
   private static String psUsage() {
     StringBuilder usage = new StringBuilder();
@@ -64,8 +65,7 @@ public final class Examples {
               Boolean.parseBoolean(o.get("--missing")) ? null : java.time.Duration.ofSeconds(10));
         }
         case "train" -> {
-          Map<String, String> o = Args.parse(args, Map.of("--steps", "600", "--kill-worker-at", "0",
-              "--learning-rate", "0.5", "--seed", "7", "--batch", "32"));
+          Map<String, String> o = Args.parse(args, PsExamples.TRAIN_OPTIONS);
           int steps = Args.positiveInt(o, "--steps");
           Args.positiveInt(o, "--batch");
           Args.integer(o, "--seed");
@@ -73,6 +73,9 @@ public final class Examples {
           if (Args.nonNegativeInt(o, "--kill-worker-at") >= steps) {
             throw new IllegalArgumentException("--kill-worker-at must be below --steps (" + steps + "), was "
                 + o.get("--kill-worker-at"));
+          }
+          if (!o.get("--data").isEmpty()) {
+            PsExamples.dataset(o.get("--data"), Args.integer(o, "--seed")); // a bad file is refused before any task starts
           }
         }
         default -> Args.parse(args, Map.of());

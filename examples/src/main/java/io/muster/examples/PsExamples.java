@@ -35,8 +35,13 @@ public final class PsExamples {
     DESCRIPTIONS.put("wait-for-chief", "workers wait (with a deadline) until the chief has initialized the variables");
     DESCRIPTIONS.put("late-task", "the job waits for a task that starts late, naming it; --missing: it never comes");
     DESCRIPTIONS.put("leave-and-return", "a worker is killed mid-run and comes back; nothing is lost");
-    DESCRIPTIONS.put("train", "asynchronous SGD with a ClusterCoordinator; --kill-worker-at N kills worker 1 midway");
+    DESCRIPTIONS.put("train", "asynchronous SGD with a ClusterCoordinator (synthetic data, or --data digits.csv); "
+        + "--kill-worker-at N kills worker 1 midway");
   }
+
+  /** The training example's options and defaults. */
+  static final Map<String, String> TRAIN_OPTIONS = Map.of("--steps", "600", "--kill-worker-at", "0",
+      "--learning-rate", "0.5", "--seed", "7", "--batch", "32", "--data", "");
 
   static final CoordinationOptions COORDINATION = CoordinationOptions.DEFAULTS
       .withHeartbeatTimeout(Duration.ofSeconds(2)).withJoinTimeout(Duration.ofSeconds(20))
@@ -45,7 +50,17 @@ public final class PsExamples {
   private static final int FEATURES = 20;
   private static final int CLASSES = 5;
   private static final int ROWS = 6000;
-  private static final int TRAIN_ROWS = 4800;
+  private static final double TRAIN_FRACTION = 0.8;
+
+  /** The training example's data: the --data CSV, or synthetic blobs; the same on every task. */
+  static SyntheticBlobs dataset(String data, long seed) {
+    return data.isEmpty() ? SyntheticBlobs.generate(seed, ROWS, FEATURES, CLASSES)
+        : CsvData.read(java.nio.file.Path.of(data), seed, TRAIN_FRACTION);
+  }
+
+  private static int trainRows(SyntheticBlobs all) {
+    return (int) (all.rows() * TRAIN_FRACTION);
+  }
 
   private PsExamples() {}
 
@@ -71,11 +86,11 @@ public final class PsExamples {
           worker.variable(args.get(0).string()).assignAdd(new float[] {1f});
           return Value.of((long) worker.task().index());
         })
-        .resource("batches", (worker, args) -> new Batches(args.get(0).longValue(), (int) args.get(1).longValue(),
-            worker.task().index(), (int) args.get(2).longValue()))
+        .resource("batches", (worker, args) -> new Batches(dataset(args.get(3).string(), args.get(0).longValue()),
+            (int) args.get(1).longValue(), worker.task().index(), (int) args.get(2).longValue()))
         .function("train_step", (worker, args) -> {
           Batches batches = worker.resource(args.get(0), Batches.class);
-          SoftmaxModel model = new SoftmaxModel(FEATURES, CLASSES);
+          SoftmaxModel model = new SoftmaxModel(batches.features(), batches.classes());
           Variable weights = worker.variable("weights");
           Variable bias = worker.variable("bias");
           System.arraycopy(weights.read(), 0, model.weights, 0, model.weights.length);
@@ -97,10 +112,18 @@ public final class PsExamples {
     private final int[] order;
     private int next;
 
-    Batches(long seed, int batch, int worker, int workers) {
-      this.shard = SyntheticBlobs.generate(seed, ROWS, FEATURES, CLASSES).range(0, TRAIN_ROWS).shard(worker, workers);
-      this.batch = batch;
+    Batches(SyntheticBlobs all, int batch, int worker, int workers) {
+      this.shard = all.range(0, trainRows(all)).shard(worker, workers);
+      this.batch = Math.min(batch, shard.rows());
       this.order = java.util.stream.IntStream.range(0, shard.rows()).toArray();
+    }
+
+    int features() {
+      return shard.features();
+    }
+
+    int classes() {
+      return shard.classes();
     }
 
     synchronized float gradient(SoftmaxModel model, float[] gradW, float[] gradB) {
@@ -259,18 +282,21 @@ public final class PsExamples {
   }
 
   private static void train(List<String> options, ClusterCoordinator coordinator) throws Exception {
-    Map<String, String> o = Args.parse(options.toArray(String[]::new), Map.of("--steps", "600",
-        "--kill-worker-at", "0", "--learning-rate", "0.5", "--seed", "7", "--batch", "32"));
+    Map<String, String> o = Args.parse(options.toArray(String[]::new), TRAIN_OPTIONS);
     int steps = Args.positiveInt(o, "--steps");
     int killAt = Integer.parseInt(o.get("--kill-worker-at"));
     float learningRate = Float.parseFloat(o.get("--learning-rate"));
     long seed = Long.parseLong(o.get("--seed"));
     int batch = Args.positiveInt(o, "--batch");
+    String data = o.get("--data");
+    SyntheticBlobs all = dataset(data, seed);
+    System.out.println((data.isEmpty() ? "synthetic data" : data) + ": " + all.rows() + " rows, " + all.features()
+        + " features, " + all.classes() + " classes; " + trainRows(all) + " for training, the rest held out");
     ParameterServers variables = coordinator.variables();
-    variables.create("weights", new long[] {FEATURES, CLASSES}, null, Optimizer.sgd(learningRate), s -> 1);
-    variables.create("bias", new long[] {CLASSES}, null, Optimizer.sgd(learningRate), s -> 1);
+    variables.create("weights", new long[] {all.features(), all.classes()}, null, Optimizer.sgd(learningRate), s -> 1);
+    variables.create("bias", new long[] {all.classes()}, null, Optimizer.sgd(learningRate), s -> 1);
     PerWorkerValues batches = coordinator.createPerWorkerResource("batches", Value.of(seed), Value.of((long) batch),
-        Value.of((long) coordinator.workers().size()));
+        Value.of((long) coordinator.workers().size()), Value.of(data));
     List<RemoteValue> results = new ArrayList<>();
     for (int i = 0; i < steps; i++) {
       results.add(coordinator.schedule("train_step", batches));
@@ -296,10 +322,10 @@ public final class PsExamples {
         lastLoss += r[0] / 20;
       }
     }
-    SoftmaxModel model = new SoftmaxModel(FEATURES, CLASSES);
+    SoftmaxModel model = new SoftmaxModel(all.features(), all.classes());
     System.arraycopy(variables.variable("weights").read(), 0, model.weights, 0, model.weights.length);
     System.arraycopy(variables.variable("bias").read(), 0, model.bias, 0, model.bias.length);
-    double accuracy = model.accuracy(SyntheticBlobs.generate(seed, ROWS, FEATURES, CLASSES).range(TRAIN_ROWS, ROWS));
+    double accuracy = model.accuracy(all.range(trainRows(all), all.rows()));
     System.out.printf("%d steps (per worker: %s), loss %.4f → %.4f, held-out accuracy %.4f%n", steps, perWorker,
         firstLoss, lastLoss, accuracy);
   }

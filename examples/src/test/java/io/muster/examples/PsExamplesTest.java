@@ -113,6 +113,19 @@ class PsExamplesTest {
   }
 
   @Test
+  void trainingOnDigitsCsvLearnsThemWithAWorkerKilledMidway() throws Exception {
+    java.nio.file.Path digits = java.nio.file.Path.of("..", "..", "shared", "data", "digits.csv").toAbsolutePath()
+        .normalize();
+    org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.exists(digits),
+        "../shared/data/digits.csv is not here (a user's clone has no ../shared): nothing to train on");
+    Run run = run("train", "--data", digits.toString(), "--steps", "300", "--kill-worker-at", "100");
+    assertEquals(0, run.exit(), run.out());
+    assertHas(run, digits + ": 1797 rows, 64 features, 10 classes; 1437 for training, the rest held out");
+    assertHas(run, "» worker 1 killed (SIGKILL)");
+    assertTrue(accuracy(run) > 0.9, "softmax regression on the digits: " + accuracy(run));
+  }
+
+  @Test
   void badExampleArgumentsAreOneLineAndExit2BeforeAnythingStarts() throws Exception {
     Run steps = run("train", "--steps", "0");
     assertEquals(2, steps.exit());
@@ -121,6 +134,9 @@ class PsExamplesTest {
     Run kill = run("train", "--steps", "10", "--kill-worker-at", "10");
     assertEquals(2, kill.exit());
     assertEquals("muster example train: --kill-worker-at must be below --steps (10), was 10\n", kill.err());
+    Run data = run("train", "--data", "/no/such/file.csv");
+    assertEquals(2, data.exit());
+    assertTrue(data.err().startsWith("muster example train: cannot read --data /no/such/file.csv: "), data.err());
     Run unknown = run("share", "--workers", "3");
     assertEquals(2, unknown.exit());
     assertTrue(unknown.err().startsWith("muster example share: unknown argument '--workers'"), unknown.err());

@@ -55,8 +55,9 @@ public final class TaskProcess implements AutoCloseable {
   // command, so the main shell, which kills it when the command exits, cannot cut the ending short.
   private static final String GUARD = String.join("\n",
       "grace=$1; failure_grace=$2; own_dir=$3; shift 3",
-      "exec 3<&0 0</dev/null",
-      "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" 3<&- & else \"$@\" 3<&- & fi",
+      // The command's stderr is fd 4; the shell's own messages ("Terminated" for a job it ended) go nowhere.
+      "exec 3<&0 0</dev/null 4>&2 2>/dev/null",
+      "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" 3<&- 2>&4 4>&- & else \"$@\" 3<&- 2>&4 4>&- & fi",
       "child=$!",
       "{ word=; while read -r line <&3; do word=$line; done",
       "  trap '' TERM",

@@ -17,7 +17,6 @@ import io.muster.testing.Eventually;
 import io.muster.testing.JoinAndWait;
 import io.muster.testing.LocalCluster;
 import io.muster.testing.ServerOnly;
-import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -67,17 +66,14 @@ class KilledTaskTest {
   @Test
   void leaderKilledBeforeTheOthersRegisterFailsTheirJoinNamingIt() throws Exception {
     Security security = Security.of(LocalCluster.TOKEN);
-    String leaderAddress;
-    try (ServerSocket free = new ServerSocket(0)) {
-      leaderAddress = "127.0.0.1:" + free.getLocalPort();
-    }
-    try (TaskServer server = TaskServer.start(new TaskId("worker", 1), new HostPort("127.0.0.1", 0), security)) {
+    // The leader binds port 0 and reports it (no port reserved and released); it does not host the
+    // coordination service yet: worker 1 reaches it and is not registered.
+    try (TaskServer server = TaskServer.start(new TaskId("worker", 1), new HostPort("127.0.0.1", 0), security);
+        ChildJvm leader = ChildJvm.start("leader-before-service", ServerOnly.class, List.of("worker", "0"),
+            Map.of(JobToken.ENV, LocalCluster.TOKEN.value()), LOGS)) {
+      String leaderAddress = leader.awaitLine("BOUND ", Duration.ofSeconds(60));
       ClusterSpec cluster = ClusterSpec.of(Map.of("worker", List.of(leaderAddress, server.address().toString())));
-      // The leader has bound its server but does not host the service yet: worker 1 reaches it, is not registered.
-      try (ChildJvm leader = ChildJvm.start("leader-before-service", ServerOnly.class, List.of(),
-              Map.of("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", 0)).toJson(), JobToken.ENV,
-                  LocalCluster.TOKEN.value()), LOGS);
-          TaskRuntime runtime = TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", 1)), security)
+      try (TaskRuntime runtime = TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", 1)), security)
               .server(server).options(OPTIONS).start()) {
         leader.awaitOutput("READY", Duration.ofSeconds(60));
         CompletableFuture<TaskRuntime> join = CompletableFuture.supplyAsync(runtime::join);

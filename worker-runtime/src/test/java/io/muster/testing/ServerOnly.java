@@ -2,7 +2,7 @@ package io.muster.testing;
 
 import io.grpc.stub.StreamObserver;
 import io.muster.cluster.HostPort;
-import io.muster.cluster.TfConfig;
+import io.muster.cluster.TaskId;
 import io.muster.proto.coordination.CoordinationServiceGrpc;
 import io.muster.proto.coordination.RegisterTaskRequest;
 import io.muster.proto.coordination.RegisterTaskResponse;
@@ -12,14 +12,15 @@ import io.muster.rpc.TaskServer;
 /**
  * A task in a child JVM that has bound its server but does not run the coordination service yet
  * (as a launcher's task before the address exchange): every coordination call is answered
- * UNIMPLEMENTED, and each registration attempt prints REGISTER-ATTEMPT. Prints READY, then waits
- * until its standard input closes.
+ * UNIMPLEMENTED, and each registration attempt prints REGISTER-ATTEMPT. It binds port 0 and prints
+ * {@code BOUND host:port} (no port is reserved and released), then READY, then waits until its
+ * standard input closes. Arguments: job index.
  */
 public final class ServerOnly {
   public static void main(String[] args) throws Exception {
-    TfConfig config = TfConfig.fromEnvironment(System.getenv());
-    try (TaskServer server = TaskServer.start(config.requireTask(),
-        HostPort.parse(config.cluster().taskAddress(config.requireTask())), Security.fromEnvironment(System.getenv()))) {
+    TaskId task = new TaskId(args[0], Integer.parseInt(args[1]));
+    try (TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), Security.fromEnvironment(System.getenv()))) {
+      System.out.println("BOUND " + server.address());
       server.addService(new CoordinationServiceGrpc.CoordinationServiceImplBase() {
         @Override
         public void registerTask(RegisterTaskRequest request, StreamObserver<RegisterTaskResponse> response) {
