@@ -1,6 +1,5 @@
 package io.muster.spark;
 
-import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.collective.CollectiveException;
 import io.muster.collective.CommunicationOptions;
@@ -12,12 +11,10 @@ import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.List;
-import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
@@ -62,32 +59,27 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     BarrierTaskContext ctx = BarrierTaskContext.get();
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
-    String bindHost = host != null ? host : BarrierTasks.executorHost(ctx);
-    Thread worker = Thread.currentThread();
-    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
-        KillWatch watch = new KillWatch(ctx, () -> {
-          server.close();
-          worker.interrupt();
-        })) {
-      List<HostPort> addresses = Stream.of(ctx.allGather(server.address().toString())).map(HostPort::parse).toList();
-      try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
-          .cluster(gang.formed(addresses).cluster(), task).security(security).server(server)
-          .coordination(coordination).communication(communication).build()) {
-        R result;
-        try {
-          result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
-              BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get()));
-        } catch (Exception e) {
-          Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e : new UsersFailureException(task + ": " + e, e);
-          // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
-          // The reason names the failure's class: the other tasks' errors quote it, so whichever task's
-          // failure reaches the driver first, the driver can tell a user's failure (not retried).
-          strategy.abort(task + " failed: " + failure);
-          throw failure;
+    try {
+      return BarrierTasks.inGang(ctx, gang, task, security, host, (server, cluster) -> {
+        try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
+            .security(security).server(server).coordination(coordination).communication(communication).build()) {
+          R result;
+          try {
+            result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
+                BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get()));
+          } catch (Exception e) {
+            Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e
+                : new UsersFailureException(task + ": " + e, e);
+            // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
+            // The reason names the failure's class: the other tasks' errors quote it, so whichever task's
+            // failure reaches the driver first, the driver can tell a user's failure (not retried).
+            strategy.abort(task + " failed: " + failure);
+            throw failure;
+          }
+          List<R> out = strategy.isChief() ? Collections.singletonList(result) : List.of();
+          return CollectionConverters.asScala(out.iterator());
         }
-        List<R> out = strategy.isChief() ? Collections.singletonList(result) : List.of();
-        return CollectionConverters.asScala(out.iterator());
-      }
+      });
     } catch (RuntimeException e) {
       throw e;
     } catch (Exception e) {
@@ -97,14 +89,16 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
 
   /**
    * Whether a train function's exception is the cluster's, not the function's own: a peer that
-   * died or failed (the runtime's collective, coordination and RPC errors), an interrupt (Spark
-   * killing the task), or a {@link RetryableException} the function threw.
+   * died or failed (the runtime's collective, coordination and RPC errors, a lost parameter
+   * server), an interrupt (Spark killing the task), or a {@link RetryableException} the function
+   * threw.
    */
   static boolean isTheClusters(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof RetryableException || t instanceof CollectiveException || t instanceof CoordinationException
           || t instanceof PeerUnavailableException || t instanceof DeadlineExceededException
-          || t instanceof InterruptedException || t instanceof io.grpc.StatusRuntimeException) {
+          || t instanceof InterruptedException || t instanceof io.grpc.StatusRuntimeException
+          || t instanceof io.muster.ps.ParameterServerUnavailableException) {
         return true;
       }
     }

@@ -1,13 +1,43 @@
 package io.muster.spark;
 
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.launch.GangSpec;
+import io.muster.rpc.Security;
+import io.muster.rpc.TaskServer;
 import java.util.List;
+import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.resource.ResourceInformation;
 
 /** What the in-JVM and the external-command tasks both read from their barrier task context. */
 final class BarrierTasks {
   private BarrierTasks() {}
+
+  /** What an in-JVM task does once its gang is formed, with its bound server and the gang's cluster. */
+  interface InGang<R> {
+    R run(TaskServer server, ClusterSpec cluster) throws Exception;
+  }
+
+  /**
+   * Binds this task's server (port 0, on {@code host} or the executor's address), exchanges the
+   * members' addresses with {@code allGather} so every task forms the same cluster, and runs
+   * {@code body}; Spark killing the task closes the server and interrupts this thread.
+   */
+  static <R> R inGang(BarrierTaskContext ctx, GangSpec gang, TaskId task, Security security, String host,
+      InGang<R> body) throws Exception {
+    String bindHost = host != null ? host : executorHost(ctx);
+    Thread worker = Thread.currentThread();
+    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
+        KillWatch watch = new KillWatch(ctx, () -> {
+          server.close();
+          worker.interrupt();
+        })) {
+      List<HostPort> addresses = Stream.of(ctx.allGather(server.address().toString())).map(HostPort::parse).toList();
+      return body.run(server, gang.formed(addresses).cluster());
+    }
+  }
 
   /** The address Spark knows this executor by (BarrierTaskInfo.address is "host" or "host:port"). */
   static String executorHost(BarrierTaskContext ctx) {

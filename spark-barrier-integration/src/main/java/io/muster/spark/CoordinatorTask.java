@@ -1,17 +1,14 @@
 package io.muster.spark;
 
-import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.launch.GangSpec;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
 import io.muster.strategy.ParameterServerStrategy;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.List;
-import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
@@ -49,30 +46,21 @@ final class CoordinatorTask<R extends Serializable> extends AbstractFunction1<It
     BarrierTaskContext ctx = BarrierTaskContext.get();
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
-    String bindHost = host != null ? host : BarrierTasks.executorHost(ctx);
-    Thread worker = Thread.currentThread();
-    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
-        KillWatch watch = new KillWatch(ctx, () -> {
-          server.close();
-          worker.interrupt();
-        })) {
-      List<HostPort> addresses = Stream.of(ctx.allGather(server.address().toString())).map(HostPort::parse).toList();
-      try (ParameterServerStrategy strategy = ParameterServerStrategy.builder()
-          .cluster(gang.formed(addresses).cluster(), task).security(security).server(server)
-          .coordination(coordination).functions(functions.create()).build()) {
-        if (!strategy.isCoordinator()) {
-          strategy.serve();
-          return CollectionConverters.asScala(Collections.<R>emptyIterator());
-        }
-        try {
-          return CollectionConverters.asScala(List.of(fn.coordinate(strategy.coordinator())).iterator());
-        } catch (Exception e) {
-          if (BarrierTask.isTheClusters(e) || e instanceof io.muster.ps.ParameterServerUnavailableException) {
-            throw e;
+    try {
+      return BarrierTasks.inGang(ctx, gang, task, security, host, (server, cluster) -> {
+        try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().cluster(cluster, task)
+            .security(security).server(server).coordination(coordination).functions(functions.create()).build()) {
+          if (!strategy.isCoordinator()) {
+            strategy.serve();
+            return CollectionConverters.asScala(Collections.<R>emptyIterator());
           }
-          throw new UsersFailureException(task + ": " + e, e);
+          try {
+            return CollectionConverters.asScala(List.of(fn.coordinate(strategy.coordinator())).iterator());
+          } catch (Exception e) {
+            throw BarrierTask.isTheClusters(e) ? e : new UsersFailureException(task + ": " + e, e);
+          }
         }
-      }
+      });
     } catch (RuntimeException e) {
       throw e;
     } catch (Exception e) {

@@ -29,7 +29,7 @@ final class HostedVariable {
           + elements + " elements; a parameter server holds at most 2^31 - 9 per variable: shard it");
     }
     this.values = new float[(int) elements];
-    this.rowLength = shape.length == 0 ? 1 : (int) (shape[0] == 0 ? 0 : elements / shape[0]);
+    this.rowLength = rowLength(shape);
     switch (optimizer.kind()) {
       case MOMENTUM -> slot1 = new float[values.length];
       case ADAGRAD -> {
@@ -53,6 +53,11 @@ final class HostedVariable {
       n = Math.multiplyExact(n, d);
     }
     return n;
+  }
+
+  /** The values in one row of dimension 0 (a scalar is one row of one). */
+  static int rowLength(long[] shape) {
+    return shape.length == 0 ? 1 : shape[0] == 0 ? 0 : (int) (elements(shape) / shape[0]);
   }
 
   boolean sameKind(long[] otherShape, Optimizer otherOptimizer) {

@@ -219,15 +219,7 @@ public final class ParameterServerService extends ParameterServerGrpc.ParameterS
   /** Sends the chunks while the transport is ready for more, so a slow reader holds no extra copies. */
   private static void send(HostedVariable.Snapshot snapshot, StreamObserver<Chunk> response) {
     Iterator<com.google.protobuf.ByteString> chunks = Payloads.chunks(snapshot.values()).iterator();
-    if (!(response instanceof ServerCallStreamObserver<Chunk> call)) {
-      boolean first = true;
-      while (chunks.hasNext()) {
-        response.onNext(chunk(chunks.next(), first ? snapshot.version() : 0));
-        first = false;
-      }
-      response.onCompleted();
-      return;
-    }
+    ServerCallStreamObserver<Chunk> call = (ServerCallStreamObserver<Chunk>) response;
     boolean[] first = {true};
     boolean[] done = {false};
     Runnable drain = () -> {

@@ -50,8 +50,7 @@ public final class Variable {
     this.shards = List.copyOf(shards);
     this.stubs = stubs;
     this.timeout = timeout;
-    long elements = HostedVariable.elements(shape);
-    this.rowLength = shape.length == 0 ? 1 : (int) (shape[0] == 0 ? 0 : elements / shape[0]);
+    this.rowLength = HostedVariable.rowLength(shape);
   }
 
   public String name() {

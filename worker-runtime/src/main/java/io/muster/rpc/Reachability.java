@@ -28,16 +28,8 @@ public final class Reachability {
     try (Socket socket = new Socket()) {
       socket.connect(new InetSocketAddress(peer.host(), peer.port()), (int) timeout.toMillis());
       return "listening";
-    } catch (UnknownHostException e) {
-      return "unknown host '" + peer.host() + "'";
-    } catch (ConnectException e) {
-      return "connection refused";
-    } catch (SocketTimeoutException e) {
-      return "no answer within " + timeout.toMillis() + " ms";
-    } catch (NoRouteToHostException e) {
-      return "no route to host";
     } catch (IOException | IllegalArgumentException e) {
-      return String.valueOf(e.getMessage());
+      return failed(e, peer, timeout);
     }
   }
 
@@ -85,16 +77,8 @@ public final class Reachability {
         return "listening";
       }
       return NOT_MUSTER + "it answered " + describe(answer, got) + " to gRPC's HTTP/2 greeting";
-    } catch (UnknownHostException e) {
-      return "unknown host '" + peer.host() + "'";
-    } catch (ConnectException e) {
-      return "connection refused";
-    } catch (SocketTimeoutException e) {
-      return "no answer within " + timeout.toMillis() + " ms";
-    } catch (NoRouteToHostException e) {
-      return "no route to host";
     } catch (IOException | IllegalArgumentException e) {
-      return String.valueOf(e.getMessage());
+      return failed(e, peer, timeout);
     }
   }
 
@@ -114,5 +98,22 @@ public final class Reachability {
     }
     return length + " bytes that are not HTTP/2 (" + HexFormat.ofDelimiter(" ").formatHex(answer, 0, Math.min(length, 12))
         + (length > 12 ? " …" : "") + ")";
+  }
+
+  /** What a failed connection attempt (or a failed exchange after it) says, in words. */
+  private static String failed(Exception e, HostPort peer, Duration timeout) {
+    if (e instanceof UnknownHostException) {
+      return "unknown host '" + peer.host() + "'";
+    }
+    if (e instanceof ConnectException) {
+      return "connection refused";
+    }
+    if (e instanceof SocketTimeoutException) {
+      return "no answer within " + timeout.toMillis() + " ms";
+    }
+    if (e instanceof NoRouteToHostException) {
+      return "no route to host";
+    }
+    return String.valueOf(e.getMessage());
   }
 }
