@@ -20,8 +20,9 @@ import java.util.Map;
 /**
  * One rank of {@code muster bench allreduce}: float32 SUM all-reduce of each size. Rank 0 prints
  * one JSON line per size: each op's time is the maximum over ranks of that op's duration,
- * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops, {@code tls} whether the
- * ring ran over TLS.
+ * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops, {@code algorithm}
+ * the all-reduce algorithm the size took ({@code gather} or {@code ring}), {@code tls} whether the ring
+ * ran over TLS.
  */
 public final class AllReduceRank {
   private AllReduceRank() {}
@@ -91,6 +92,10 @@ public final class AllReduceRank {
     // and broadcasts them, because every rank must run exactly as many ops.
     double perOp = timeOps(c, data, 3) / 3;
     timeOps(c, data, agree(c, (long) (0.3 / perOp)));
+    // The rank's start-up garbage (gRPC, class loading) would otherwise be collected in the middle
+    // of some size's measurement: a pause, or a marking thread taking a core from the ranks.
+    System.gc();
+    agree(c, 1);
     double warmPerOp = timeOps(c, data, 3) / 3;
     int total = agree(c, Math.max(5, (long) (1.0 / warmPerOp)));
     long[] times = new long[total];
@@ -117,6 +122,7 @@ public final class AllReduceRank {
       line.put("median_s", max[total / 2] / 1e9);
       line.put("mean_s", loop / 1e9 / total);
       line.put("ops", total);
+      line.put("algorithm", c.algorithm(bytes).name().toLowerCase(java.util.Locale.ROOT));
       line.put("tls", tls);
       System.out.println(Json.write(line));
       System.out.flush();

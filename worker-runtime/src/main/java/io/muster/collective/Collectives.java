@@ -9,6 +9,8 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -33,12 +35,29 @@ import org.slf4j.LoggerFactory;
 public final class Collectives implements AutoCloseable {
 
   /**
-   * Frames up to this size are written by the calling thread; larger ones are pipelined in pieces.
-   * All-reduces up to this size run as all-gather plus a local reduction.
+   * How an all-reduce moves its data, chosen by size and group size (every rank chooses the same).
+   * Both give every rank the same bits, each element reduced in one order fixed by the rank count.
    */
-  static final int INLINE_BYTES = 64 << 10;
-  /** Piece size for pipelined transfers: sending, receiving and reducing overlap piece by piece. */
-  static final int PIECE_BYTES = 256 << 10;
+  public enum Algorithm {
+    /**
+     * Every rank's data goes around the ring once (n - 1 steps), then every rank combines the n
+     * contributions in rank order. Fewest steps, most bytes: for small buffers.
+     */
+    GATHER,
+    /**
+     * TensorFlow's ring: reduce-scatter then all-gather, 2(n - 1) steps of 1/n of the buffer. Each
+     * chunk is reduced in one fixed order around the ring, finished on one rank and copied to the
+     * others. Fewest bytes: for large buffers.
+     */
+    RING
+  }
+
+  /**
+   * Largest all-reduce, in bytes, that goes by {@link Algorithm#GATHER}. Measured on 2 and 4 ranks
+   * over loopback: at 64 KiB the gather is faster, from 128 KiB the ring, on 2 ranks too, where both
+   * send the same bytes (the ring reduces half as much, while its chunks are on the wire).
+   */
+  static final int GATHER_BYTES = 64 << 10;
   private static final Logger log = LoggerFactory.getLogger(Collectives.class);
 
   private final CollectiveGroup group;
@@ -47,7 +66,6 @@ public final class Collectives implements AutoCloseable {
   private final ScheduledExecutorService watchdog;
   private ByteBuffer work = ByteBuffer.allocateDirect(0);
   private ByteBuffer gathered = ByteBuffer.allocateDirect(0);
-  private final ByteBuffer staging = ByteBuffer.allocateDirect(PIECE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private int seq;
   private volatile String currentOp;
 
@@ -124,49 +142,80 @@ public final class Collectives implements AutoCloseable {
     }
     ByteBuffer buffer = data.slice().order(ByteOrder.LITTLE_ENDIAN);
     int count = buffer.remaining() / type.bytes();
-    int n = group.size();
-    if (n > 1 && buffer.remaining() <= INLINE_BYTES) {
-      allReduceByGather(buffer, type, op, count);
-      return;
-    }
     int mySeq = begin("all-reduce of " + count + " " + type + " (" + op + ")");
     try {
-      if (n == 1) {
+      if (group.size() == 1) {
         return;
       }
-      int r = group.rank();
-      int chunk = (count + n - 1) / n;
-      int es = type.bytes();
-      boolean inline = (long) chunk * es <= INLINE_BYTES;
-      int steps = 2 * (n - 1);
-      if (!inline) {
-        sendChunkPieces(mySeq, 0, buffer, chunkOffset(r, chunk, count) * es, chunkLength(r, chunk, count) * es);
+      if (algorithm(buffer.remaining()) == Algorithm.GATHER) {
+        gatherReduce(mySeq, buffer, type, op);
+      } else {
+        ringReduce(mySeq, buffer, type, op);
       }
-      for (int t = 0; t < steps; t++) {
-        boolean reduce = t < n - 1;
-        boolean finish = t == n - 2 && op == ReduceOp.MEAN;
-        int sendC = reduce ? r - t : r + 1 - (t - (n - 1));
-        int recvC = reduce ? r - t - 1 : r - (t - (n - 1));
-        int recvOff = chunkOffset(recvC, chunk, count) * es;
-        int recvLen = chunkLength(recvC, chunk, count) * es;
-        if (inline) {
-          int sendOff = chunkOffset(sendC, chunk, count) * es;
-          ring.send(mySeq, t, slice(buffer, sendOff, chunkLength(sendC, chunk, count) * es));
-          receivePiece(mySeq, t, type, op, buffer, recvOff, recvLen, reduce, finish);
-          continue;
-        }
-        for (int p = 0; p < recvLen; p += PIECE_BYTES) {
-          int len = Math.min(PIECE_BYTES, recvLen - p);
-          receivePiece(mySeq, t, type, op, buffer, recvOff + p, len, reduce, finish);
-          if (t + 1 < steps) {
-            ring.enqueue(mySeq, t + 1, slice(buffer, recvOff + p, len));
-          }
-        }
-      }
-      ring.awaitSent();
     } finally {
       end();
     }
+  }
+
+  /** The algorithm an all-reduce of {@code bytes} takes in this group. */
+  public Algorithm algorithm(long bytes) {
+    return bytes <= GATHER_BYTES ? Algorithm.GATHER : Algorithm.RING;
+  }
+
+  /** {@link Algorithm#GATHER}: the other ranks' buffers arrive in {@code gathered}, then all n are combined in rank order. */
+  private void gatherReduce(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
+    int n = group.size();
+    int r = group.rank();
+    int bytes = buffer.remaining();
+    if (gathered.capacity() < (long) (n - 1) * bytes) {
+      gathered = ByteBuffer.allocateDirect((n - 1) * bytes).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    ByteBuffer[] blocks = new ByteBuffer[n];
+    for (int i = 0; i < n; i++) {
+      blocks[i] = i == r ? buffer : slice(gathered, (i < r ? i : i - 1) * bytes, bytes);
+    }
+    ringGather(mySeq, blocks, currentOp);
+    // ((x0 op x1) op x2) ...: the running result stays in block 0 until this rank's own values are
+    // combined, then in this rank's buffer
+    int count = bytes / type.bytes();
+    for (int i = 1; i < n; i++) {
+      ByteBuffer acc = r == 0 || i - 1 >= r ? buffer : blocks[0];
+      ByteBuffer out = i >= r ? buffer : blocks[0];
+      Reductions.combine(type, op, out, out.position(), acc, acc.position(), blocks[i], blocks[i].position(), count);
+    }
+    if (op == ReduceOp.MEAN) {
+      Reductions.divide(type, buffer, 0, count, n);
+    }
+  }
+
+  /**
+   * {@link Algorithm#RING}: step t sends chunk r - t and reduces chunk r - t - 1 into this rank's
+   * buffer (n - 1 steps, the last of which finishes chunk r + 1), then passes the finished chunks
+   * on (n - 1 steps). Every step sends what the step before received, as soon as it is reduced.
+   */
+  private void ringReduce(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
+    int n = group.size();
+    int r = group.rank();
+    int count = buffer.remaining() / type.bytes();
+    int chunk = (count + n - 1) / n;
+    int es = type.bytes();
+    int steps = 2 * (n - 1);
+    List<Ring.Send> sends = new ArrayList<>(steps);
+    List<Ring.Receive> receives = new ArrayList<>(steps);
+    for (int t = 0; t < steps; t++) {
+      int c = t < n - 1 ? r - t - 1 : r - (t - (n - 1));
+      ByteBuffer received = slice(buffer, chunkOffset(c, chunk, count) * es, chunkLength(c, chunk, count) * es);
+      if (t == 0) {
+        sends.add(new Ring.Send(t, slice(buffer, chunkOffset(r, chunk, count) * es, chunkLength(r, chunk, count) * es), -1));
+      }
+      if (t + 1 < steps) {
+        sends.add(new Ring.Send(t + 1, received, t));
+      }
+      receives.add(t < n - 1
+          ? new Ring.Receive(t, received, new Ring.Reduction(type, op, t == n - 2 && op == ReduceOp.MEAN ? n : 1))
+          : Ring.Receive.copy(t, received));
+    }
+    ring.transfer(mySeq, sends, receives, currentOp);
   }
 
   public synchronized void allReduce(float[] data, ReduceOp op) {
@@ -197,52 +246,8 @@ public final class Collectives implements AutoCloseable {
     w.asLongBuffer().get(data);
   }
 
-  /**
-   * Small all-reduce: every rank's data goes around the ring once (n - 1 steps instead of the
-   * ring algorithm's 2(n - 1), which is what latency is made of at this size), then every rank
-   * combines the n contributions in rank order, so all get bitwise-identical results.
-   */
-  private void allReduceByGather(ByteBuffer buffer, DataType type, ReduceOp op, int count) {
-    int n = group.size();
-    int bytes = buffer.remaining();
-    if (gathered.capacity() < n * bytes) {
-      gathered = ByteBuffer.allocateDirect(n * bytes).order(ByteOrder.LITTLE_ENDIAN);
-    }
-    ByteBuffer all = gathered.clear().order(ByteOrder.LITTLE_ENDIAN);
-    int[] offsets = new int[n];
-    int[] sizes = new int[n];
-    for (int i = 0; i < n; i++) {
-      offsets[i] = i * bytes;
-      sizes[i] = bytes;
-    }
-    all.put(group.rank() * bytes, buffer, 0, bytes);
-    ringGather(all, offsets, sizes, "all-reduce of " + count + " " + type + " (" + op + ")");
-    for (int i = 1; i < n; i++) {
-      Reductions.combine(type, op, all, 0, all, i * bytes, count);
-    }
-    if (op == ReduceOp.MEAN) {
-      Reductions.divide(type, all, 0, count, n);
-    }
-    buffer.put(0, all, 0, bytes);
-  }
-
-  /** Receives {@code len} bytes for {@code buffer[at..]}: reduced into it, or copied over it. */
-  private void receivePiece(int mySeq, int step, DataType type, ReduceOp op, ByteBuffer buffer, int at, int len,
-      boolean reduce, boolean finish) {
-    if (!reduce) {
-      ring.receive(mySeq, step, slice(buffer, at, len), currentOp);
-      return;
-    }
-    staging.clear().limit(len);
-    ring.receive(mySeq, step, staging, currentOp);
-    Reductions.combine(type, op, buffer, at, staging, 0, len / type.bytes());
-    if (finish) {
-      Reductions.divide(type, buffer, at, len / type.bytes(), group.size());
-    }
-  }
-
   private static ByteBuffer slice(ByteBuffer buffer, int at, int len) {
-    return buffer.duplicate().limit(at + len).position(at);
+    return buffer.duplicate().limit(at + len).position(at).order(ByteOrder.LITTLE_ENDIAN);
   }
 
   /** Ring chunk {@code c} (any integer, taken mod n) of {@code count} elements split in chunks of {@code chunk}. */
@@ -255,13 +260,6 @@ public final class Collectives implements AutoCloseable {
     return (int) Math.min(count, (long) start + chunk) - start;
   }
 
-  private void sendChunkPieces(int mySeq, int step, ByteBuffer buffer, int off, int len) {
-    for (int p = 0; p < len; p += PIECE_BYTES) {
-      int at = off + p;
-      ring.enqueue(mySeq, step, slice(buffer, at, Math.min(PIECE_BYTES, len - p)));
-    }
-  }
-
   // ---- all-gather -----------------------------------------------------------------------------
 
   /**
@@ -271,65 +269,58 @@ public final class Collectives implements AutoCloseable {
   public synchronized ByteBuffer allGather(ByteBuffer mine) {
     int n = group.size();
     int r = group.rank();
-    int[] lengthOffsets = new int[n];
-    int[] lengthSizes = new int[n];
-    for (int i = 0; i < n; i++) {
-      lengthOffsets[i] = 8 * i;
-      lengthSizes[i] = 8;
-    }
     ByteBuffer lengths = ByteBuffer.allocateDirect(8 * n).order(ByteOrder.LITTLE_ENDIAN);
     lengths.putLong(8 * r, mine.remaining());
-    ringGather(lengths, lengthOffsets, lengthSizes, "all-gather of lengths");
-    int[] offsets = new int[n];
-    int[] sizes = new int[n];
+    ByteBuffer[] lengthBlocks = new ByteBuffer[n];
+    for (int i = 0; i < n; i++) {
+      lengthBlocks[i] = slice(lengths, 8 * i, 8);
+    }
+    ringGather(lengthBlocks, "all-gather of lengths");
     long total = 0;
     for (int i = 0; i < n; i++) {
-      sizes[i] = (int) lengths.getLong(8 * i);
-      offsets[i] = (int) total;
-      total += sizes[i];
+      total += lengths.getLong(8 * i);
     }
     if (total > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("all-gather result of " + total + " bytes exceeds 2 GiB");
     }
     ByteBuffer out = ByteBuffer.allocateDirect((int) total).order(ByteOrder.LITTLE_ENDIAN);
-    out.position(offsets[r]).put(mine.duplicate()).clear();
-    ringGather(out, offsets, sizes, "all-gather of " + total + " bytes");
+    ByteBuffer[] blocks = new ByteBuffer[n];
+    int offset = 0;
+    for (int i = 0; i < n; i++) {
+      int size = (int) lengths.getLong(8 * i);
+      blocks[i] = slice(out, offset, size);
+      offset += size;
+    }
+    out.put(blocks[r].position(), mine.duplicate(), mine.position(), mine.remaining());
+    ringGather(blocks, "all-gather of " + total + " bytes");
     return out;
   }
 
-  /** Ring all-gather: rank i's block is {@code out[offsets[i], offsets[i] + sizes[i])}. */
-  private void ringGather(ByteBuffer out, int[] offsets, int[] sizes, String what) {
-    int n = group.size();
+  private void ringGather(ByteBuffer[] blocks, String what) {
     int mySeq = begin(what);
     try {
-      if (n == 1) {
-        return;
+      if (group.size() > 1) {
+        ringGather(mySeq, blocks, what);
       }
-      int r = group.rank();
-      boolean inline = java.util.Arrays.stream(sizes).max().orElse(0) <= INLINE_BYTES;
-      if (!inline) {
-        sendChunkPieces(mySeq, 0, out, offsets[r], sizes[r]);
-      }
-      for (int t = 0; t < n - 1; t++) {
-        int sendC = Math.floorMod(r - t, n);
-        int recvC = Math.floorMod(r - t - 1, n);
-        if (inline) {
-          ring.send(mySeq, t, slice(out, offsets[sendC], sizes[sendC]));
-          ring.receive(mySeq, t, slice(out, offsets[recvC], sizes[recvC]), currentOp);
-          continue;
-        }
-        for (int p = 0; p < sizes[recvC]; p += PIECE_BYTES) {
-          ByteBuffer piece = slice(out, offsets[recvC] + p, Math.min(PIECE_BYTES, sizes[recvC] - p));
-          ring.receive(mySeq, t, piece.duplicate(), currentOp);
-          if (t + 1 < n - 1) {
-            ring.enqueue(mySeq, t + 1, piece);
-          }
-        }
-      }
-      ring.awaitSent();
     } finally {
       end();
     }
+  }
+
+  /**
+   * Ring all-gather into {@code blocks} (one per rank, this rank's filled): step t sends block
+   * r - t and receives block r - t - 1, which the next step passes on as it arrives.
+   */
+  private void ringGather(int mySeq, ByteBuffer[] blocks, String what) {
+    int n = group.size();
+    int r = group.rank();
+    List<Ring.Send> sends = new ArrayList<>(n - 1);
+    List<Ring.Receive> receives = new ArrayList<>(n - 1);
+    for (int t = 0; t < n - 1; t++) {
+      sends.add(new Ring.Send(t, blocks[Math.floorMod(r - t, n)], t - 1));
+      receives.add(Ring.Receive.copy(t, blocks[Math.floorMod(r - t - 1, n)]));
+    }
+    ring.transfer(mySeq, sends, receives, what);
   }
 
   public float[] allGather(float[] mine) {
@@ -354,7 +345,7 @@ public final class Collectives implements AutoCloseable {
 
   /**
    * Copies the root's bytes (position to limit) into every rank's buffer, which must be of the
-   * same length on every rank. The data flows down the ring from the root, pipelined in pieces.
+   * same length on every rank. The data flows down the ring from the root, each rank passing bytes on as they arrive.
    */
   public synchronized void broadcast(ByteBuffer data, int root) {
     int n = group.size();
@@ -367,28 +358,11 @@ public final class Collectives implements AutoCloseable {
       if (n == 1) {
         return;
       }
+      // position p receives step p - 1 and passes it on as step p, as it arrives
       int position = Math.floorMod(group.rank() - root, n);
-      int len = buffer.remaining();
-      boolean last = position == n - 1;
-      if (len <= INLINE_BYTES) {
-        if (position > 0) {
-          ring.receive(mySeq, 0, buffer.duplicate(), currentOp);
-        }
-        if (!last) {
-          ring.send(mySeq, 0, buffer.duplicate());
-        }
-      } else if (position == 0) {
-        sendChunkPieces(mySeq, 0, buffer, 0, len);
-      } else {
-        for (int p = 0; p < len; p += PIECE_BYTES) {
-          ByteBuffer piece = slice(buffer, p, Math.min(PIECE_BYTES, len - p));
-          ring.receive(mySeq, 0, piece.duplicate(), currentOp);
-          if (!last) {
-            ring.enqueue(mySeq, 0, piece);
-          }
-        }
-      }
-      ring.awaitSent();
+      List<Ring.Send> sends = position == n - 1 ? List.of() : List.of(new Ring.Send(position, buffer, position > 0 ? 0 : -1));
+      List<Ring.Receive> receives = position == 0 ? List.of() : List.of(Ring.Receive.copy(position - 1, buffer));
+      ring.transfer(mySeq, sends, receives, currentOp);
     } finally {
       end();
     }

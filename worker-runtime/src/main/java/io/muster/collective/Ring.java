@@ -10,14 +10,15 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -35,37 +36,51 @@ import org.slf4j.LoggerFactory;
  * that connects checks it, as on gRPC) and the token handshake runs inside it. Data moves in
  * frames: a 16-byte header (type, op sequence number, step, payload length) then the payload, so a
  * rank that calls a different collective, or with a different size, is caught instead of mixing
- * data. Small frames are
- * written by the calling thread; large ones by a sender thread so that sending, receiving and
- * reducing overlap. When the group fails, an ABORT frame carrying the reason is passed on around
- * the ring, so every rank fails with the words of the rank that saw the failure first.
+ * data. When the group fails, an ABORT frame carrying the reason is passed on around the ring, so
+ * every rank fails with the words of the rank that saw the failure first.
+ *
+ * <p>A collective is one {@link #transfer}: the steps this rank sends and receives, moved by the
+ * calling thread alone over non-blocking streams. It writes what the next rank can take, reads
+ * what the previous one has sent, reduces it as it arrives, and forwards reduced bytes as soon as
+ * they are ready, so sending, receiving and reducing overlap without a hand-off between threads.
+ * When neither stream can move, it polls briefly (yielding the core instead when more ranks share
+ * this host than it has cores) and then sleeps until a stream is ready: on small messages, most of
+ * the time is otherwise spent waking up.
  */
 final class Ring implements AutoCloseable {
 
   static final int HEADER = 16;
+  /** Payloads travel in frames of at most this size: what an abort must complete before it can be sent. */
+  static final int FRAME_BYTES = 256 << 10;
   private static final int DATA = 1;
   private static final int ABORT = 2;
+  /** How long a rank polls a stream that has nothing before it sleeps: about three loopback round trips. */
+  private static final long POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
+  /** How long a rank sleeps when the next rank takes no bytes, unless a TLS pump wakes it. */
+  private static final long BLOCKED_SEND_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+  /** How long a failing rank tries to pass the abort on, and to read the reason of one it receives. */
+  private static final long ABORT_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
   private final TaskId nextTask;
   private final RingStream toNext;
   private final RingStream fromPrev;
-  private final ReentrantLock writeLock = new ReentrantLock();
-  private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
-  private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
-  private final ByteBuffer[] scatter = new ByteBuffer[2];
-  private final ByteBuffer[] gather = new ByteBuffer[2];
-  private final LinkedBlockingQueue<Frame> queue = new LinkedBlockingQueue<>();
-  private final AtomicLong queued = new AtomicLong();
-  private final AtomicLong sent = new AtomicLong();
-  private final AtomicReference<String> failure = new AtomicReference<>();
-  private final Thread sender;
+  private final boolean yieldWhilePolling;
+  /** The thread in {@link #transfer}, which TLS streams' pumps unpark when they have moved bytes. */
   private volatile Thread waiter;
+  /** Guards writing to the next rank, and {@link #openFrame} with {@link #writeHeader}. */
+  private final ReentrantLock writeLock = new ReentrantLock();
+  private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN).limit(0);
+  /** Payload bytes of the frame being written that are still to go, which an abort must send first. */
+  private int openFrame;
+  private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+  private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  private final AtomicReference<String> failure = new AtomicReference<>();
   private volatile FailureListener listener;
   /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
   private volatile Seen firstSeen;
-  private final java.util.concurrent.atomic.AtomicBoolean told = new java.util.concurrent.atomic.AtomicBoolean();
+  private final AtomicBoolean told = new AtomicBoolean();
   volatile long lastProgressNanos = System.nanoTime();
 
   /** Told once, on the thread that saw it, of a failure this rank saw first (not one passed on to it). */
@@ -74,18 +89,40 @@ final class Ring implements AutoCloseable {
     void failed(String reason, TaskId brokenPeer);
   }
 
-  private record Frame(int seq, int step, ByteBuffer payload) {}
+  /**
+   * Bytes of one step for the next rank: {@code payload} (position to limit), sent as far as
+   * receive {@code after} of the same transfer has filled the same bytes, or at once when -1.
+   */
+  record Send(int step, ByteBuffer payload, int after) {}
+
+  /** Bytes of one step from the previous rank into {@code target} (position to limit): copied, or reduced into it. */
+  record Receive(int step, ByteBuffer target, Reduction reduction) {
+    static Receive copy(int step, ByteBuffer target) {
+      return new Receive(step, target, null);
+    }
+  }
+
+  /** {@code target op= received}, element by element, then divided by {@code divisor} when above 1 (MEAN's last step). */
+  record Reduction(DataType type, ReduceOp op, int divisor) {}
 
   private record Seen(String reason, TaskId peer) {}
 
-  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev) {
+  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev, int ranksOnHost)
+      throws IOException {
     this.prevTask = prevTask;
     this.nextTask = nextTask;
     this.toNext = toNext;
     this.fromPrev = fromPrev;
-    this.sender = new Thread(this::sendLoop, "muster-collective-send-" + self.job() + "-" + self.index());
-    sender.setDaemon(true);
-    sender.start();
+    this.yieldWhilePolling = ranksOnHost > Runtime.getRuntime().availableProcessors();
+    String name = self.job() + "-" + self.index();
+    Runnable wake = () -> {
+      Thread w = waiter;
+      if (w != null) {
+        LockSupport.unpark(w);
+      }
+    };
+    toNext.start(true, "muster-collective-tls-send-" + name, wake);
+    fromPrev.start(false, "muster-collective-tls-receive-" + name, wake);
   }
 
   /**
@@ -105,8 +142,7 @@ final class Ring implements AutoCloseable {
       int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
       agent.insert(key(groupName, group.rank()), new HostPort(advertisedHost, port).toString()
           .getBytes(StandardCharsets.UTF_8), true);
-      HostPort nextAddress = HostPort.parse(new String(agent.get(key(groupName, group.rank() + 1 == group.size()
-          ? 0 : group.rank() + 1), timeout), StandardCharsets.UTF_8));
+      HostPort nextAddress = address(agent, groupName, group.rank() + 1 == group.size() ? 0 : group.rank() + 1, timeout);
       CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
         try {
           return RingSetup.accept(server, group, prev, token, tls, timeout);
@@ -121,23 +157,39 @@ final class Ring implements AutoCloseable {
         accepted.cancel(true);
         throw e;
       }
+      RingStream fromPrev;
       try {
-        RingStream fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
-        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
-            group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
-        return new Ring(self, prev, next, toNext, fromPrev);
+        fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
       } catch (Exception e) {
         toNext.close();
         Throwable cause = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
         throw new IOException(self + " could not accept the collective stream from " + prev + ": " + cause.getMessage(), cause);
       }
+      try {
+        // every rank has published its address by now, or is about to: it does so first
+        int ranksOnHost = 0;
+        for (int r = 0; r < group.size(); r++) {
+          ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
+        }
+        Ring ring = new Ring(self, prev, next, toNext, fromPrev, ranksOnHost);
+        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
+            group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
+        return ring;
+      } catch (IOException | RuntimeException e) {
+        toNext.close();
+        fromPrev.close();
+        throw e;
+      }
     }
+  }
+
+  private static HostPort address(CoordinationAgent agent, String group, int rank, Duration timeout) {
+    return HostPort.parse(new String(agent.get(key(group, rank), timeout), StandardCharsets.UTF_8));
   }
 
   static String key(String group, int rank) {
     return "muster/collective/" + group + "/" + rank;
   }
-
 
   TaskId prev() {
     return prevTask;
@@ -161,114 +213,246 @@ final class Ring implements AutoCloseable {
     }
   }
 
-  // ---- sending --------------------------------------------------------------------------------
-
-  /** Writes one frame from the calling thread (only while no frame is queued). */
-  void send(int seq, int step, ByteBuffer payload) {
-    writeLock.lock();
-    try {
-      writeFrame(DATA, seq, step, payload);
-    } catch (IOException e) {
-      throw failSeen("sending to " + nextTask + " failed: " + cause(e), brokenUnlessInterrupted(e, nextTask), e);
-    } finally {
-      writeLock.unlock();
-    }
-  }
-
-  /** Queues a frame for the sender thread; the payload must stay untouched until {@link #awaitSent()}. */
-  void enqueue(int seq, int step, ByteBuffer payload) {
-    queued.incrementAndGet();
-    queue.add(new Frame(seq, step, payload));
-  }
-
-  /** Waits until every queued frame has been written. */
-  void awaitSent() {
-    waiter = Thread.currentThread();
-    try {
-      while (sent.get() < queued.get()) {
-        check();
-        LockSupport.parkNanos(20_000);
-      }
-    } finally {
-      waiter = null;
-    }
-    check();
-  }
-
-  private void sendLoop() {
-    try {
-      while (true) {
-        Frame frame = queue.take();
-        writeLock.lock();
-        try {
-          writeFrame(DATA, frame.seq(), frame.step(), frame.payload());
-        } finally {
-          writeLock.unlock();
-        }
-        sent.incrementAndGet();
-        Thread w = waiter;
-        if (w != null && sent.get() >= queued.get()) {
-          LockSupport.unpark(w);
-        }
-      }
-    } catch (InterruptedException e) {
-      // closing
-    } catch (IOException e) {
-      failSeen("sending to " + nextTask + " failed: " + cause(e), brokenUnlessInterrupted(e, nextTask), e);
-    }
-  }
-
-  private void writeFrame(int type, int seq, int step, ByteBuffer payload) throws IOException {
-    writeHeader.clear();
-    writeHeader.putInt(type).putInt(seq).putInt(step).putInt(payload.remaining()).flip();
-    gather[0] = writeHeader;
-    gather[1] = payload;
-    while (payload.hasRemaining() || writeHeader.hasRemaining()) {
-      toNext.write(gather);
-    }
-    gather[1] = null;
-  }
-
-  // ---- receiving ------------------------------------------------------------------------------
+  // ---- moving data ----------------------------------------------------------------------------
 
   /**
-   * Reads the next frame into {@code into} (position to limit), which must be op {@code seq},
-   * step {@code step}, with exactly that many bytes.
+   * Runs one collective: every send and receive, each in order, until all are done. Each receive
+   * must be a frame of op {@code seq} and its step, with exactly the expected bytes; {@code what}
+   * names the collective in the error when it is not.
    */
-  void receive(int seq, int step, ByteBuffer into, String what) {
+  void transfer(int seq, List<Send> sends, List<Receive> receives, String what) {
     check();
-    int expected = into.remaining();
-    int start = into.position();
-    try {
-      readHeader.clear();
-      scatter[0] = readHeader;
-      scatter[1] = into;
-      while (readHeader.hasRemaining()) {
-        read(scatter);
-      }
-      readHeader.flip();
-      int type = readHeader.getInt();
-      int gotSeq = readHeader.getInt();
-      int gotStep = readHeader.getInt();
-      int length = readHeader.getInt();
-      if (type == ABORT) {
-        throw fail(readAbortReason(into, start, length), null);
-      }
-      if (type != DATA || gotSeq != seq || gotStep != step || length != expected) {
-        throw failSeen("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
-            + length + " bytes, but this rank expected " + what + " (op " + seq + " step " + step + ", " + expected
-            + " bytes); every rank must call the same collectives in the same order with the same sizes", null, null);
-      }
-      scatter[1] = null;
-      while (into.hasRemaining()) {
-        read(into);
-      }
-    } catch (IOException e) {
-      if (failure.get() != null) {
-        throw fail(failure.get(), e);
-      }
-      throw failSeen("receiving from " + prevTask + " failed: " + cause(e), brokenUnlessInterrupted(e, prevTask), e);
+    Thread self = Thread.currentThread();
+    if (waiter != self) { // kept after the transfer: a pump's late unpark costs one early wake-up at most
+      waiter = self;
     }
+    new Transfer(seq, sends, receives, what).run();
+  }
+
+  /** One collective's progress through its sends and receives. */
+  private final class Transfer {
+    private final int seq;
+    private final List<Send> sends;
+    private final List<Receive> receives;
+    private final String what;
+    /** Bytes of each receive's target filled so far: copied, or reduced. */
+    private final int[] filled;
+    private int sendIndex;
+    private int sent;
+    /** Where the frame being written ends in the current send's payload; -1 between frames. */
+    private int sendFrameEnd = -1;
+    private boolean sendBlocked;
+    private int receiveIndex;
+    private int received;
+    /** Where the frame being read ends in the current receive's payload; -1 while its header is read. */
+    private int receiveFrameEnd = -1;
+    private int staged;
+    // Views of the current send's and receive's buffers, and the arrays the streams take: made
+    // once per step, not per read, since polling reads thousands of times; and held here, not in
+    // the long-lived ring, where every store would cost the garbage collector a card to scan.
+    private final ByteBuffer[] writing;
+    private final ByteBuffer[] reading;
+    private final ByteBuffer[] readingPayload = new ByteBuffer[1];
+    private ByteBuffer sendView;
+    private ByteBuffer receiveView;
+
+    Transfer(int seq, List<Send> sends, List<Receive> receives, String what) {
+      this.seq = seq;
+      this.sends = sends;
+      this.receives = receives;
+      this.what = what;
+      this.filled = new int[receives.size()];
+      this.writing = new ByteBuffer[] {writeHeader, null};
+      this.reading = new ByteBuffer[] {readHeader, null};
+      readHeader.clear();
+    }
+
+    void run() {
+      long idleSince = 0;
+      while (sendIndex < sends.size() || receiveIndex < receives.size()) {
+        boolean moved = sendIndex < sends.size() && send();
+        moved |= receiveIndex < receives.size() && receive(false);
+        if (moved) {
+          idleSince = 0;
+          continue;
+        }
+        check();
+        long now = System.nanoTime();
+        if (idleSince == 0) {
+          idleSince = now;
+        }
+        if (now - idleSince < POLL_NANOS) {
+          if (yieldWhilePolling) {
+            Thread.yield();
+          } else {
+            Thread.onSpinWait();
+          }
+          continue;
+        }
+        if (receiveIndex < receives.size() && !sendBlocked) {
+          receive(true); // all that can come next is from the previous rank: sleep in the read itself
+        } else {
+          // the next rank is not taking bytes: let it catch up (a pump that moves some wakes this thread)
+          LockSupport.parkNanos(this, BLOCKED_SEND_NANOS);
+        }
+        idleSince = 0;
+      }
+    }
+
+    /** Writes what it can of the current send; whether it wrote anything. */
+    private boolean send() {
+      Send s = sends.get(sendIndex);
+      ByteBuffer payload = s.payload();
+      int length = payload.remaining();
+      int ready = s.after() < 0 ? length : Math.min(length, filled[s.after()]);
+      sendBlocked = false;
+      if (sendFrameEnd < 0 ? ready == sent && length > 0 : ready == sent && !writeHeader.hasRemaining()) {
+        return false; // waiting for bytes to forward
+      }
+      int base = payload.position();
+      long n;
+      writeLock.lock();
+      try {
+        check();
+        if (sendFrameEnd < 0) {
+          int frame = Math.min(FRAME_BYTES, length - sent);
+          writeHeader.clear();
+          writeHeader.putInt(DATA).putInt(seq).putInt(s.step()).putInt(frame).flip();
+          sendFrameEnd = sent + frame;
+          openFrame = frame;
+        }
+        if (sendView == null) {
+          sendView = payload.duplicate();
+          writing[1] = sendView;
+        }
+        sendView.limit(base + Math.min(ready, sendFrameEnd)).position(base + sent);
+        n = toNext.write(writing);
+        sent = sendView.position() - base;
+        openFrame = sendFrameEnd - sent;
+      } catch (IOException e) {
+        throw broken(e, "sending to " + nextTask, nextTask);
+      } finally {
+        writeLock.unlock();
+      }
+      if (!writeHeader.hasRemaining() && sent == sendFrameEnd) {
+        sendFrameEnd = -1;
+        if (sent == length) {
+          sendIndex++;
+          sent = 0;
+          sendView = null;
+        }
+      }
+      sendBlocked = n == 0;
+      return n > 0;
+    }
+
+    /**
+     * Reads what has arrived for the current receive, reducing it as it comes; whether it read
+     * anything. With {@code block}, waits for something to arrive.
+     */
+    private boolean receive(boolean block) {
+      Receive r = receives.get(receiveIndex);
+      ByteBuffer target = r.target();
+      int base = target.position();
+      int length = target.remaining();
+      boolean header = receiveFrameEnd < 0;
+      int frameLeft = header ? Math.min(FRAME_BYTES, length - received) : receiveFrameEnd - received;
+      if (receiveView == null) {
+        receiveView = r.reduction() == null ? target.duplicate() : staging;
+        reading[1] = receiveView;
+        readingPayload[0] = receiveView;
+      }
+      ByteBuffer into = receiveView;
+      if (r.reduction() == null) {
+        into.limit(base + received + frameLeft).position(base + received);
+      } else {
+        into.limit(staged + frameLeft).position(staged);
+      }
+      int start = into.position();
+      long n;
+      try {
+        if (Thread.currentThread().isInterrupted()) {
+          throw new ClosedByInterruptException();
+        }
+        n = fromPrev.read(header ? reading : readingPayload, block);
+        if (n < 0) {
+          throw new IOException("the connection was closed; " + prevTask + " has died or left the job");
+        }
+      } catch (IOException e) {
+        throw broken(e, "receiving from " + prevTask, prevTask);
+      }
+      if (n == 0) {
+        return false;
+      }
+      lastProgressNanos = System.nanoTime();
+      if (header) {
+        if (readHeader.hasRemaining()) {
+          return true;
+        }
+        readHeader.flip();
+        int type = readHeader.getInt();
+        int gotSeq = readHeader.getInt();
+        int gotStep = readHeader.getInt();
+        int frame = readHeader.getInt();
+        if (type == ABORT) {
+          throw fail(readAbortReason(into, start, frame), null);
+        }
+        if (type != DATA || gotSeq != seq || gotStep != r.step() || frame != frameLeft) {
+          throw failSeen("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
+              + frame + " bytes, but this rank expected " + what + " (op " + seq + " step " + r.step() + ", "
+              + frameLeft + " bytes); every rank must call the same collectives in the same order with the same sizes",
+              null, null);
+        }
+        receiveFrameEnd = received + frame;
+      }
+      int arrived = into.position() - start;
+      received += arrived;
+      if (r.reduction() == null) {
+        filled[receiveIndex] = received;
+      } else {
+        reduceStaged(r, arrived);
+      }
+      if (received == receiveFrameEnd) {
+        receiveFrameEnd = -1;
+        readHeader.clear();
+        if (received == length) {
+          receiveIndex++;
+          received = 0;
+          receiveView = null;
+        }
+      }
+      return true;
+    }
+
+    /** Reduces the whole elements staged so far into the target, keeping a partial one for the next read. */
+    private void reduceStaged(Receive r, int arrived) {
+      Reduction reduction = r.reduction();
+      int unit = reduction.type().bytes();
+      staged += arrived;
+      int whole = staged - staged % unit;
+      if (whole == 0) {
+        return;
+      }
+      int at = r.target().position() + filled[receiveIndex];
+      int count = whole / unit;
+      Reductions.combine(reduction.type(), reduction.op(), r.target(), at, r.target(), at, staging, 0, count);
+      if (reduction.divisor() > 1) {
+        Reductions.divide(reduction.type(), r.target(), at, count, reduction.divisor());
+      }
+      filled[receiveIndex] += whole;
+      staged -= whole;
+      if (staged > 0) {
+        staging.put(0, staging, whole, staged);
+      }
+    }
+  }
+
+  /** The failure for a stream that broke, or the group's earlier failure when that is why. */
+  private CollectiveException broken(IOException e, String doing, TaskId peer) {
+    if (failure.get() != null) {
+      return failure(e);
+    }
+    return failSeen(doing + " failed: " + cause(e), brokenUnlessInterrupted(e, peer), e);
   }
 
   /** What went wrong, in words; an interrupt means this task itself was stopped, not its peer. */
@@ -281,7 +465,7 @@ final class Ring implements AutoCloseable {
 
   private static boolean interrupted(IOException e) {
     for (Throwable t = e; t != null; t = t.getCause()) { // under TLS, the interrupt comes wrapped
-      if (t instanceof java.nio.channels.ClosedByInterruptException) {
+      if (t instanceof ClosedByInterruptException) {
         return true;
       }
     }
@@ -293,24 +477,25 @@ final class Ring implements AutoCloseable {
     return interrupted(e) ? null : peer;
   }
 
-  private void read(ByteBuffer... buffers) throws IOException {
-    long n = buffers.length == 1 ? fromPrev.read(buffers[0]) : fromPrev.read(buffers);
-    if (n < 0) {
-      throw new IOException("the connection was closed; " + prevTask + " has died or left the job");
-    }
-    lastProgressNanos = System.nanoTime();
-  }
-
   /** The reason an ABORT frame carries; its first bytes may already be in {@code into} from {@code start}. */
-  private String readAbortReason(ByteBuffer into, int start, int length) throws IOException {
+  private String readAbortReason(ByteBuffer into, int start, int length) {
     byte[] reason = new byte[Math.max(0, Math.min(length, 64 << 10))];
     int have = Math.min(into.position() - start, reason.length);
     into.duplicate().position(start).get(reason, 0, have);
     ByteBuffer rest = ByteBuffer.wrap(reason, have, reason.length - have);
-    while (rest.hasRemaining()) {
-      read(rest);
+    ByteBuffer[] one = {rest};
+    long deadline = System.nanoTime() + ABORT_NANOS;
+    try {
+      while (rest.hasRemaining() && System.nanoTime() < deadline) {
+        if (fromPrev.read(one, false) < 0) {
+          break;
+        }
+        LockSupport.parkNanos(20_000);
+      }
+    } catch (IOException e) {
+      log.debug("the abort from {} was cut short: {}", prevTask, e.toString());
     }
-    return new String(reason, StandardCharsets.UTF_8);
+    return new String(reason, 0, rest.position(), StandardCharsets.UTF_8);
   }
 
   // ---- failure --------------------------------------------------------------------------------
@@ -359,20 +544,47 @@ final class Ring implements AutoCloseable {
     } catch (IOException e) {
       closeQuietly(fromPrev);
     }
+    passOn(reason);
+    closeQuietly(toNext);
+    Thread w = waiter;
+    if (w != null && w != Thread.currentThread()) {
+      LockSupport.unpark(w);
+    }
+    return true;
+  }
+
+  /**
+   * Sends the next rank an ABORT frame with the reason, first completing (with zeros) a frame
+   * left half-written, within {@link #ABORT_NANOS}; the next rank then fails with these words.
+   */
+  private void passOn(String reason) {
     try {
-      if (writeLock.tryLock(200, TimeUnit.MILLISECONDS)) {
-        try {
-          writeFrame(ABORT, -1, -1, ByteBuffer.wrap(reason.getBytes(StandardCharsets.UTF_8)));
-        } finally {
-          writeLock.unlock();
+      if (!writeLock.tryLock(ABORT_NANOS, TimeUnit.NANOSECONDS)) {
+        return;
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
+    try {
+      byte[] words = reason.getBytes(StandardCharsets.UTF_8);
+      ByteBuffer abort = ByteBuffer.allocate(HEADER + words.length).order(ByteOrder.LITTLE_ENDIAN);
+      abort.putInt(ABORT).putInt(-1).putInt(-1).putInt(words.length).put(words).flip();
+      ByteBuffer[] frames = {writeHeader, ByteBuffer.allocate(openFrame), abort};
+      long deadline = System.nanoTime() + ABORT_NANOS;
+      while (frames[2].hasRemaining() && System.nanoTime() < deadline) {
+        if (toNext.write(frames) == 0) {
+          LockSupport.parkNanos(20_000);
         }
       }
-    } catch (IOException | InterruptedException e) {
+      toNext.flush(deadline);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (IOException e) {
       log.debug("could not pass the abort on to {}: {}", nextTask, e.toString());
+    } finally {
+      writeLock.unlock();
     }
-    closeQuietly(toNext);
-    sender.interrupt();
-    return true;
   }
 
   private CollectiveException failure(Throwable cause) {
@@ -386,7 +598,6 @@ final class Ring implements AutoCloseable {
 
   @Override
   public void close() {
-    sender.interrupt();
     closeQuietly(toNext);
     closeQuietly(fromPrev);
   }

@@ -7,42 +7,49 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLException;
 import javax.net.ssl.SSLParameters;
 import javax.net.ssl.SSLSocket;
 
 /**
- * One of a ring's two TCP streams: the socket itself, or TLS over it. Plain streams move bytes
- * straight between the caller's buffers and the socket (a direct buffer is never copied); TLS
- * streams go through the JDK's {@link SSLSocket}, which encrypts from and decrypts into arrays, so
- * their bytes pass through a staging array on the way.
+ * One of a ring's two TCP streams: the socket itself, or TLS over it. While the ring is set up it
+ * is a blocking stream ({@link #in()}, {@link #out()}); {@link #start} turns it into the data
+ * plane's non-blocking one: {@link #write} and {@link #read} move what they can at once and
+ * return 0 when they can move nothing, so that one thread can keep both streams of a ring busy.
+ *
+ * <p>Plain streams move bytes straight between the caller's buffers and the socket (a direct
+ * buffer is never copied); a read that waits is a blocking read, the cheapest way to sleep until
+ * bytes come (the socket is switched to blocking for it). TLS streams go through the
+ * JDK's {@link SSLSocket}, which blocks and works on arrays: two pump threads move bytes between
+ * it and a bounded buffer each way, and wake the ring's thread when they have moved some.
  *
  * <p>TLS is layered over the socket channel's own socket, so a blocked read or write still ends
- * when its thread is interrupted or the socket is shut down or closed, as on a plain stream; the
- * layer does not own the socket (at the peer's end of stream it would close it, and a close with
- * bytes unread resets the connection, which names the wrong rank as the one that failed). The
- * data plane frames every message with its length, so a stream cut short is noticed without TLS's
- * close_notify; {@link #close} therefore closes the socket without sending one (sending it could
- * wait behind a write that the peer has stopped reading).
+ * when the socket is shut down or closed, as on a plain stream; the layer does not own the socket
+ * (at the peer's end of stream it would close it, and a close with bytes unread resets the
+ * connection, which names the wrong rank as the one that failed). The data plane frames every
+ * message with its length, so a stream cut short is noticed without TLS's close_notify;
+ * {@link #close} therefore closes the socket without sending one (sending it could wait behind a
+ * write that the peer has stopped reading).
  */
 final class RingStream {
 
-  private static final int STAGING_BYTES = 64 << 10;
+  private static final int PUMP_BYTES = 64 << 10;
+  private static final int PUMP_BUFFER_BYTES = 1 << 20;
 
   private final SocketChannel socket;
   private final SSLSocket tls;
   private final InputStream in;
   private final OutputStream out;
-  /** TLS only; a stream is either written or read once set up, so one array serves it. */
-  private final byte[] staging;
+  /** TLS only, once started: the bytes between the ring's thread and the pump thread. */
+  private Pump pump;
 
   private RingStream(SocketChannel socket, SSLSocket tls) throws IOException {
     this.socket = socket;
     this.tls = tls;
     this.in = tls == null ? socket.socket().getInputStream() : tls.getInputStream();
     this.out = tls == null ? socket.socket().getOutputStream() : tls.getOutputStream();
-    this.staging = tls == null ? null : new byte[STAGING_BYTES];
   }
 
   static RingStream plain(SocketChannel socket) throws IOException {
@@ -84,62 +91,84 @@ final class RingStream {
     return out;
   }
 
-  /** Writes some bytes from {@code buffers} in order, as {@link SocketChannel#write(ByteBuffer[])}. */
-  long write(ByteBuffer[] buffers) throws IOException {
+  /**
+   * Turns the set-up stream into the data plane's non-blocking one, written ({@code outbound}) or
+   * read; {@code wake} is called from a pump thread when a TLS stream has moved bytes.
+   */
+  void start(boolean outbound, String threadName, Runnable wake) throws IOException {
     if (tls == null) {
-      return socket.write(buffers);
+      socket.configureBlocking(false);
+    } else {
+      pump = outbound ? new Pump(threadName, wake, this::pumpOut) : new Pump(threadName, wake, this::pumpIn);
     }
-    byte[] array = staging;
-    int n = 0;
-    for (ByteBuffer buffer : buffers) {
-      int k = Math.min(buffer.remaining(), array.length - n);
-      buffer.get(array, n, k);
-      n += k;
-    }
-    try {
-      out.write(array, 0, n);
-    } catch (SSLException e) {
-      throw socketError(e);
-    }
-    return n;
   }
 
-  /** Reads some bytes into {@code buffers} in order, never past their limits; -1 at the end of the stream. */
-  long read(ByteBuffer[] buffers) throws IOException {
-    if (tls == null) {
+  /** Writes what it can of {@code buffers} at once, in order; 0 when it can write nothing now. */
+  long write(ByteBuffer[] buffers) throws IOException {
+    return tls == null ? socket.write(buffers) : pump.offer(buffers);
+  }
+
+  /**
+   * Reads what has arrived into {@code buffers}, in order; 0 when nothing has, -1 at the end of the
+   * stream. With {@code block}, waits until something arrives, the stream ends (as it does when
+   * its input is shut down), or the thread is interrupted.
+   */
+  long read(ByteBuffer[] buffers, boolean block) throws IOException {
+    if (tls != null) {
+      return pump.take(buffers, block);
+    }
+    if (!block) {
       return socket.read(buffers);
     }
-    long room = 0;
-    for (ByteBuffer buffer : buffers) {
-      room += buffer.remaining();
-    }
-    byte[] array = staging;
-    int n = tlsRead(array, (int) Math.min(room, array.length));
-    for (int at = 0, i = 0; at < n; i++) {
-      int k = Math.min(buffers[i].remaining(), n - at);
-      buffers[i].put(array, at, k);
-      at += k;
-    }
-    return n;
-  }
-
-  int read(ByteBuffer buffer) throws IOException {
-    if (tls == null) {
-      return socket.read(buffer);
-    }
-    byte[] array = staging;
-    int n = tlsRead(array, Math.min(buffer.remaining(), array.length));
-    if (n > 0) {
-      buffer.put(array, 0, n);
-    }
-    return n;
-  }
-
-  private int tlsRead(byte[] array, int length) throws IOException {
+    socket.configureBlocking(true);
     try {
-      return in.read(array, 0, length);
-    } catch (SSLException e) {
-      throw socketError(e);
+      return socket.read(buffers);
+    } finally {
+      if (socket.isOpen()) {
+        socket.configureBlocking(false);
+      }
+    }
+  }
+
+  /**
+   * Waits, until {@code deadlineNanos} at most, for the bytes written so far to reach the socket:
+   * at once on a plain stream, whose writes go straight to it.
+   */
+  void flush(long deadlineNanos) throws InterruptedException {
+    if (pump != null) {
+      pump.awaitDrained(deadlineNanos);
+    }
+  }
+
+  /** The TLS pump thread's loop for the stream that is written: the buffer's bytes to the socket. */
+  private void pumpOut(Pump p) throws IOException, InterruptedException {
+    byte[] array = new byte[PUMP_BYTES];
+    while (true) {
+      int n = p.drain(array);
+      try {
+        out.write(array, 0, n);
+      } catch (SSLException e) {
+        throw socketError(e);
+      }
+      p.written();
+    }
+  }
+
+  /** The TLS pump thread's loop for the stream that is read: the socket's bytes to the buffer. */
+  private void pumpIn(Pump p) throws IOException, InterruptedException {
+    byte[] array = new byte[PUMP_BYTES];
+    while (true) {
+      int n;
+      try {
+        n = in.read(array, 0, array.length);
+      } catch (SSLException e) {
+        throw socketError(e);
+      }
+      if (n < 0) {
+        p.end(null);
+        return;
+      }
+      p.fill(array, n);
     }
   }
 
@@ -162,6 +191,148 @@ final class RingStream {
   }
 
   void close() throws IOException {
-    socket.close();
+    try {
+      socket.close();
+    } finally {
+      if (pump != null) {
+        pump.thread.interrupt();
+      }
+    }
+  }
+
+  /**
+   * A bounded byte buffer between the ring's thread and one pump thread, with the pump's end: the
+   * end of the stream, or the error that ended it, seen by the ring's thread once the bytes before
+   * it are taken.
+   */
+  private static final class Pump {
+    interface Loop {
+      void run(Pump pump) throws IOException, InterruptedException;
+    }
+
+    private final ByteBuffer bytes = ByteBuffer.allocate(PUMP_BUFFER_BYTES); // in write mode
+    private final Runnable wake;
+    private final Thread thread;
+    private boolean ended;
+    private IOException error;
+    /** Written stream: bytes taken from the buffer that the pump is still writing to the socket. */
+    private boolean writing;
+
+    Pump(String threadName, Runnable wake, Loop loop) {
+      this.wake = wake;
+      this.thread = new Thread(() -> {
+        try {
+          loop.run(this);
+        } catch (IOException e) {
+          end(e);
+        } catch (InterruptedException e) {
+          end(new java.nio.channels.ClosedChannelException());
+        }
+      }, threadName);
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    synchronized void end(IOException cause) {
+      ended = true;
+      error = cause;
+      notifyAll();
+      wake.run();
+    }
+
+    /** Ring's side of the written stream: copies what fits. */
+    synchronized long offer(ByteBuffer[] buffers) throws IOException {
+      if (ended) {
+        throw error != null ? error : new java.nio.channels.ClosedChannelException();
+      }
+      long n = 0;
+      for (ByteBuffer buffer : buffers) {
+        int k = Math.min(buffer.remaining(), bytes.remaining());
+        bytes.put(bytes.position(), buffer, buffer.position(), k).position(bytes.position() + k);
+        buffer.position(buffer.position() + k);
+        n += k;
+      }
+      if (n > 0) {
+        notifyAll();
+      }
+      return n;
+    }
+
+    /** Pump's side of the written stream: waits for bytes and takes up to {@code array}'s length. */
+    synchronized int drain(byte[] array) throws InterruptedException {
+      while (bytes.position() == 0) {
+        wait();
+      }
+      bytes.flip();
+      int n = Math.min(array.length, bytes.remaining());
+      bytes.get(array, 0, n).compact();
+      writing = true;
+      wake.run();
+      return n;
+    }
+
+    synchronized void written() {
+      writing = false;
+      notifyAll();
+    }
+
+    synchronized void awaitDrained(long deadlineNanos) throws InterruptedException {
+      while ((bytes.position() > 0 || writing) && !ended) {
+        long left = deadlineNanos - System.nanoTime();
+        if (left <= 0) {
+          return;
+        }
+        TimeUnit.NANOSECONDS.timedWait(this, left);
+      }
+    }
+
+    /** Pump's side of the read stream: waits for room and adds {@code n} bytes of {@code array}. */
+    synchronized void fill(byte[] array, int n) throws InterruptedException {
+      for (int at = 0; at < n; ) {
+        while (!bytes.hasRemaining()) {
+          wait();
+        }
+        int k = Math.min(n - at, bytes.remaining());
+        bytes.put(array, at, k);
+        at += k;
+        notifyAll();
+        wake.run();
+      }
+    }
+
+    /**
+     * Ring's side of the read stream: takes what has arrived, waiting for it with {@code block};
+     * -1 (or the error) once all is taken and the pump has ended.
+     */
+    synchronized long take(ByteBuffer[] buffers, boolean block) throws IOException {
+      while (block && bytes.position() == 0 && !ended) {
+        try {
+          wait();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new java.nio.channels.ClosedByInterruptException();
+        }
+      }
+      if (bytes.position() == 0) {
+        if (!ended) {
+          return 0;
+        }
+        if (error != null) {
+          throw error;
+        }
+        return -1;
+      }
+      bytes.flip();
+      long n = 0;
+      for (ByteBuffer buffer : buffers) {
+        int k = Math.min(buffer.remaining(), bytes.remaining());
+        buffer.put(buffer.position(), bytes, bytes.position(), k).position(buffer.position() + k);
+        bytes.position(bytes.position() + k);
+        n += k;
+      }
+      bytes.compact();
+      notifyAll();
+      return n;
+    }
   }
 }

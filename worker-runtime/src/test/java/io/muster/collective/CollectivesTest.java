@@ -12,7 +12,11 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -234,6 +238,80 @@ class CollectivesTest {
       assertTrue(results.get(0).contains("timed out: no data from worker"), results.get(0));
       assertTrue(results.get(1).contains("timed out: no data from worker"), results.get(1));
       assertTrue(results.get(0).contains("(timeout PT2S)"), results.get(0));
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {2, 4})
+  void allReducesUpTo64KiBGatherAndLargerOnesTakeTheRing(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      Collectives c = group.rank(0);
+      assertEquals(Collectives.Algorithm.GATHER, c.algorithm(4));
+      assertEquals(Collectives.Algorithm.GATHER, c.algorithm(64 << 10));
+      assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
+      assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+    }
+  }
+
+  /**
+   * An abort from another thread while 16 MiB all-reduces stream around the ring reaches every rank
+   * in its words, passed on from rank to rank between (or after completing) the frames in flight.
+   */
+  @Test
+  void anAbortInTheMiddleOfATransferReachesEveryRankInItsWords() throws Exception {
+    try (LocalCollectives group = new LocalCollectives(3, Duration.ofSeconds(30))) {
+      CompletableFuture<Void> abort = CompletableFuture.runAsync(() -> {
+        LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(300));
+        group.rank(2).abort("stopped by the test");
+      });
+      List<String> results = group.onAll((c, r) -> {
+        ByteBuffer data = ByteBuffer.allocateDirect(16 << 20).order(ByteOrder.LITTLE_ENDIAN);
+        try {
+          for (int i = 0; i < 1000; i++) {
+            c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
+          }
+          return "no failure";
+        } catch (CollectiveException e) {
+          return e.getMessage();
+        }
+      });
+      abort.get(10, TimeUnit.SECONDS);
+      for (int r = 0; r < 3; r++) {
+        assertTrue(results.get(r).startsWith("Collective ops is aborted by: stopped by the test"),
+            "rank " + r + ": " + results.get(r));
+      }
+    }
+  }
+
+  @Test
+  void aRankWhoseThreadIsInterruptedFailsSayingSoAndTellsTheOthers() throws Exception {
+    try (LocalCollectives group = new LocalCollectives(2, Duration.ofSeconds(30))) {
+      CompletableFuture<Thread> waiting = new CompletableFuture<>();
+      CompletableFuture<String> interrupted = CompletableFuture.supplyAsync(() -> {
+        waiting.complete(Thread.currentThread());
+        try {
+          group.rank(0).allReduce(new float[1000], ReduceOp.SUM); // rank 1 never calls
+          return "no failure";
+        } catch (CollectiveException e) {
+          return e.getMessage();
+        }
+      });
+      Thread rank0 = waiting.get(10, TimeUnit.SECONDS);
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(300)); // well past the polling, asleep in the read
+      rank0.interrupt();
+      String message = interrupted.get(10, TimeUnit.SECONDS);
+      assertTrue(message.contains("this task's thread was interrupted (the task was killed or cancelled)"), message);
+      // Rank 0's data went out before the interrupt, and its abort follows it on the stream: rank 1's
+      // first call may still complete with it (the right sum), the next one cannot. The interrupt
+      // closed rank 0's socket from rank 1 (as it closes any interruptible channel), so rank 1 learns
+      // of it either from the abort or from that socket, naming rank 0.
+      CollectiveException later = assertThrows(CollectiveException.class, () -> {
+        group.rank(1).allReduce(new float[1000], ReduceOp.SUM);
+        group.rank(1).allReduce(new float[1000], ReduceOp.SUM);
+      });
+      String words = later.getMessage();
+      assertTrue(words.contains("this task's thread was interrupted") || words.contains("sending to worker 0 failed"),
+          words);
     }
   }
 

@@ -47,7 +47,7 @@ class ReductionsTest {
     ByteBuffer dst = buffer(type, DST);
     // src sits one element further in its buffer than dst: the offsets are independent
     ByteBuffer src = buffer(type, 0, SRC[0], SRC[1], SRC[2], SRC[3], SRC[4], SRC[5]);
-    Reductions.combine(type, op, dst, type.bytes(), src, 2 * type.bytes(), 4);
+    Reductions.combine(type, op, dst, type.bytes(), dst, type.bytes(), src, 2 * type.bytes(), 4);
     return read(type, dst);
   }
 
@@ -75,7 +75,7 @@ class ReductionsTest {
   @EnumSource(DataType.class)
   void zeroElementsChangeNothing(DataType type) {
     ByteBuffer dst = buffer(type, DST);
-    Reductions.combine(type, ReduceOp.SUM, dst, 0, buffer(type, SRC), 0, 0);
+    Reductions.combine(type, ReduceOp.SUM, dst, 0, dst, 0, buffer(type, SRC), 0, 0);
     Reductions.divide(type, dst, 0, 0, 3);
     assertArrayEquals(read(type, buffer(type, DST)), read(type, dst));
   }
@@ -102,7 +102,19 @@ class ReductionsTest {
     dst.put(buffer(type, DST)).clear();
     ByteBuffer src = ByteBuffer.allocateDirect(6 * type.bytes()).order(ByteOrder.LITTLE_ENDIAN);
     src.put(buffer(type, SRC)).clear();
-    Reductions.combine(type, ReduceOp.SUM, dst, 0, src, 0, 6);
+    Reductions.combine(type, ReduceOp.SUM, dst, 0, src, 0, dst, 0, 6);
     assertArrayEquals(new double[] {0, 8, -8, 14, 9, 0}, read(type, dst));
+  }
+
+  @ParameterizedTest
+  @EnumSource(DataType.class)
+  void aThirdBufferTakesTheResultAndTheOperandsStay(DataType type) {
+    ByteBuffer a = buffer(type, DST);
+    ByteBuffer b = buffer(type, SRC);
+    ByteBuffer out = buffer(type, 1, 1, 1, 1, 1, 1, 1);
+    Reductions.combine(type, ReduceOp.MAX, out, type.bytes(), a, 0, b, type.bytes(), 5);
+    assertArrayEquals(new double[] {1, 100, 3, 7, 9, 0, 1}, read(type, out));
+    assertArrayEquals(read(type, buffer(type, DST)), read(type, a));
+    assertArrayEquals(read(type, buffer(type, SRC)), read(type, b));
   }
 }
