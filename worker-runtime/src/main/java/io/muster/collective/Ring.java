@@ -56,6 +56,11 @@ final class Ring implements AutoCloseable {
   private static final int ABORT = 2;
   /** How long a rank polls a stream that has nothing before it sleeps: about three loopback round trips. */
   private static final long POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
+  /**
+   * Polls between two yields of a rank that has a core of its own: the scheduler may still have
+   * put the rank it waits for on the same core, which would otherwise wait out the whole poll.
+   */
+  private static final int YIELD_EVERY = 16;
   /** How long a rank sleeps when the next rank takes no bytes, unless a TLS pump wakes it. */
   private static final long BLOCKED_SEND_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
   /** How long a failing rank tries to pass the abort on, and to read the reason of one it receives. */
@@ -269,6 +274,7 @@ final class Ring implements AutoCloseable {
 
     void run() {
       long idleSince = 0;
+      int polls = 0;
       while (sendIndex < sends.size() || receiveIndex < receives.size()) {
         boolean moved = sendIndex < sends.size() && send();
         moved |= receiveIndex < receives.size() && receive(false);
@@ -282,7 +288,7 @@ final class Ring implements AutoCloseable {
           idleSince = now;
         }
         if (now - idleSince < POLL_NANOS) {
-          if (yieldWhilePolling) {
+          if (yieldWhilePolling || ++polls % YIELD_EVERY == 0) {
             Thread.yield();
           } else {
             Thread.onSpinWait();
