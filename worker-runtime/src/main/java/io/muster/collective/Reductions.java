@@ -55,7 +55,11 @@ final class Reductions {
     }
   }
 
+  /** The bytes as a little-endian buffer of their own: {@code buffer} itself when it is exactly that already. */
   private static ByteBuffer view(ByteBuffer buffer, int offset, int bytes) {
+    if (offset == buffer.position() && bytes == buffer.remaining() && buffer.order() == ByteOrder.LITTLE_ENDIAN) {
+      return buffer;
+    }
     return buffer.duplicate().limit(offset + bytes).position(offset).order(ByteOrder.LITTLE_ENDIAN);
   }
 

@@ -185,6 +185,21 @@ final class RingStream {
     return e;
   }
 
+  /**
+   * Whether the stream may also carry bytes the other way once started: a plain socket may, a TLS
+   * stream's single pump moves bytes one way only.
+   */
+  boolean bidirectional() {
+    return tls == null;
+  }
+
+  /** Makes sure a plain socket is back in non-blocking mode (after a blocking read that another thread woke). */
+  void nonBlocking() throws IOException {
+    if (tls == null && socket.isOpen()) {
+      socket.configureBlocking(false);
+    }
+  }
+
   /** Stops reading without resetting the connection; a blocked read ends with the end of the stream. */
   void shutdownInput() throws IOException {
     socket.shutdownInput();

@@ -91,7 +91,7 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 3, 5})
+  @ValueSource(ints = {2, 3, 4, 5})
   void everyRankEndsWithBitwiseIdenticalFloats(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       for (int count : new int[] {5, 100_003}) {
@@ -242,24 +242,27 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 4})
-  void allReducesUpTo64KiBGatherAndLargerOnesTakeTheRing(int n) throws Exception {
+  @ValueSource(ints = {2, 3, 4, 5})
+  void eachSizeAndGroupSizeTakesItsAlgorithm(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       Collectives c = group.rank(0);
+      Collectives.Algorithm large = n == 4 ? Collectives.Algorithm.RABENSEIFNER : Collectives.Algorithm.RING;
       assertEquals(Collectives.Algorithm.GATHER, c.algorithm(4));
       assertEquals(Collectives.Algorithm.GATHER, c.algorithm(64 << 10));
-      assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
-      assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+      assertEquals(large, c.algorithm((64 << 10) + 4));
+      assertEquals(large, c.algorithm(64 << 20));
     }
   }
 
   /**
-   * An abort from another thread while 16 MiB all-reduces stream around the ring reaches every rank
-   * in its words, passed on from rank to rank between (or after completing) the frames in flight.
+   * An abort from another thread while 16 MiB all-reduces stream between the ranks reaches every
+   * rank in its words, passed on from rank to rank between (or after completing) the frames in
+   * flight: around the ring (3 ranks), and both ways (4 ranks exchange with both neighbours).
    */
-  @Test
-  void anAbortInTheMiddleOfATransferReachesEveryRankInItsWords() throws Exception {
-    try (LocalCollectives group = new LocalCollectives(3, Duration.ofSeconds(30))) {
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {3, 4})
+  void anAbortInTheMiddleOfATransferReachesEveryRankInItsWords(int n) throws Exception {
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(30))) {
       CompletableFuture<Void> abort = CompletableFuture.runAsync(() -> {
         LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(300));
         group.rank(2).abort("stopped by the test");
@@ -276,7 +279,7 @@ class CollectivesTest {
         }
       });
       abort.get(10, TimeUnit.SECONDS);
-      for (int r = 0; r < 3; r++) {
+      for (int r = 0; r < n; r++) {
         assertTrue(results.get(r).startsWith("Collective ops is aborted by: stopped by the test"),
             "rank " + r + ": " + results.get(r));
       }
