@@ -27,8 +27,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The data plane of a collective group: one TCP stream to the next rank (written) and one from
- * the previous rank (read), set up once and kept for the life of the group.
+ * The data plane of a collective group: one TCP connection to the next rank and one from the
+ * previous rank, set up once and kept for the life of the group. Data goes around the ring on
+ * them ({@link #forward}) and, on plain TCP, also back ({@link #backward}), for algorithms that
+ * exchange with both neighbours.
  *
  * <p>Streams are opened with a handshake that carries the job token (checked in constant time;
  * a stranger is refused and the accept goes on; see {@link RingSetup}). With TLS configured, every
@@ -36,16 +38,17 @@ import org.slf4j.LoggerFactory;
  * that connects checks it, as on gRPC) and the token handshake runs inside it. Data moves in
  * frames: a 16-byte header (type, op sequence number, step, payload length) then the payload, so a
  * rank that calls a different collective, or with a different size, is caught instead of mixing
- * data. When the group fails, an ABORT frame carrying the reason is passed on around the ring, so
- * every rank fails with the words of the rank that saw the failure first.
+ * data. When the group fails, an ABORT frame carrying the reason is passed on to the neighbours
+ * (around the ring, and back where data also goes back), so every rank fails with the words of
+ * the rank that saw the failure first.
  *
  * <p>A collective is one {@link #transfer}: the steps this rank sends and receives, moved by the
- * calling thread alone over non-blocking streams. It writes what the next rank can take, reads
- * what the previous one has sent, reduces it as it arrives, and forwards reduced bytes as soon as
- * they are ready, so sending, receiving and reducing overlap without a hand-off between threads.
- * When neither stream can move, it polls briefly (yielding the core instead when more ranks share
- * this host than it has cores) and then sleeps until a stream is ready: on small messages, most of
- * the time is otherwise spent waking up.
+ * calling thread alone over non-blocking streams. It writes what a neighbour can take, reads what
+ * has arrived, reduces it as it comes, and passes reduced bytes on as soon as they are ready, so
+ * sending, receiving and reducing overlap without a hand-off between threads. When nothing can
+ * move, it polls briefly (yielding the core between polls when more ranks share this host than it
+ * has cores) and then sleeps in a blocking read: on small messages, most of the time is otherwise
+ * spent waking up.
  */
 final class Ring implements AutoCloseable {
 
@@ -56,11 +59,6 @@ final class Ring implements AutoCloseable {
   private static final int ABORT = 2;
   /** How long a rank polls a stream that has nothing before it sleeps: about three loopback round trips. */
   private static final long POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
-  /**
-   * Polls between two yields of a rank that has a core of its own: the scheduler may still have
-   * put the rank it waits for on the same core, which would otherwise wait out the whole poll.
-   */
-  private static final int YIELD_EVERY = 16;
   /** How long a rank sleeps when the next rank takes no bytes, unless a TLS pump wakes it. */
   private static final long BLOCKED_SEND_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
   /** How long a failing rank tries to pass the abort on, and to read the reason of one it receives. */
@@ -315,7 +313,6 @@ final class Ring implements AutoCloseable {
 
     void run() {
       long idleSince = 0;
-      int polls = 0;
       while (!forwardProgress.done() || (backwardProgress != null && !backwardProgress.done())) {
         boolean moved = forwardProgress.move();
         if (backwardProgress != null) {
@@ -331,7 +328,7 @@ final class Ring implements AutoCloseable {
           idleSince = now;
         }
         if (now - idleSince < POLL_NANOS) {
-          if (yieldWhilePolling || ++polls % YIELD_EVERY == 0) {
+          if (yieldWhilePolling) {
             Thread.yield();
           } else {
             Thread.onSpinWait();

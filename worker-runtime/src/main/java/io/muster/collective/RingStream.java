@@ -92,8 +92,9 @@ final class RingStream {
   }
 
   /**
-   * Turns the set-up stream into the data plane's non-blocking one, written ({@code outbound}) or
-   * read; {@code wake} is called from a pump thread when a TLS stream has moved bytes.
+   * Turns the set-up stream into the data plane's non-blocking one: a plain socket both ways, a
+   * TLS stream written ({@code outbound}) or read; {@code wake} is called from a pump thread when a
+   * TLS stream has moved bytes.
    */
   void start(boolean outbound, String threadName, Runnable wake) throws IOException {
     if (tls == null) {
