@@ -49,22 +49,13 @@ public final class Collectives implements AutoCloseable {
      * chunk is reduced in one fixed order around the ring, finished on one rank and copied to the
      * others. Fewest bytes: for large buffers.
      */
-    RING,
-    /**
-     * Four ranks, larger buffers (Rabenseifner's): two exchanges with the next or previous rank
-     * (ranks 0-1 and 2-3, then 1-2 and 3-0), each sending the half, then the quarter, that its
-     * partner keeps reducing; then the finished quarters travel back the same way. The ring's bytes
-     * in four steps instead of six; every rank ends with (x0 op x1) op (x2 op x3).
-     */
-    RABENSEIFNER
+    RING
   }
 
   /**
    * Largest all-reduce, in bytes, that goes by {@link Algorithm#GATHER}. Measured on 2 and 4 ranks
    * over loopback: at 64 KiB the gather is faster, from 128 KiB the ring, on 2 ranks too, where both
-   * send the same bytes (the ring reduces half as much, while its chunks are on the wire). On 4
-   * ranks sharing 2 cores the gather's three steps also beat two exchanges (recursive doubling) at
-   * 4 KiB: each exchange waits for both partners to be on a core.
+   * send the same bytes (the ring reduces half as much, while its chunks are on the wire).
    */
   static final int GATHER_BYTES = 64 << 10;
   private static final Logger log = LoggerFactory.getLogger(Collectives.class);
@@ -156,85 +147,19 @@ public final class Collectives implements AutoCloseable {
       if (group.size() == 1) {
         return;
       }
-      switch (algorithm(buffer.remaining())) {
-        case GATHER -> gatherReduce(mySeq, buffer, type, op);
-        case RING -> ringReduce(mySeq, buffer, type, op);
-        case RABENSEIFNER -> rabenseifner(mySeq, buffer, type, op);
+      if (algorithm(buffer.remaining()) == Algorithm.GATHER) {
+        gatherReduce(mySeq, buffer, type, op);
+      } else {
+        ringReduce(mySeq, buffer, type, op);
       }
     } finally {
       end();
     }
   }
 
-  /**
-   * The algorithm an all-reduce of {@code bytes} takes in this group. Four ranks exchange with
-   * their neighbours both ways, which the ring's connections allow when they are plain TCP (a TLS
-   * stream carries data one way).
-   */
+  /** The algorithm an all-reduce of {@code bytes} takes in this group. */
   public Algorithm algorithm(long bytes) {
-    if (bytes <= GATHER_BYTES) {
-      return Algorithm.GATHER;
-    }
-    return group.size() == 4 && ring != null && ring.bidirectional() ? Algorithm.RABENSEIFNER : Algorithm.RING;
-  }
-
-  /**
-   * Four ranks' partners: in exchange 0, rank 0 with 1 and 2 with 3; in exchange 1, rank 1 with 2
-   * and 3 with 0. Whether this rank's partner in {@code exchange} is the next rank (or else the previous).
-   */
-  private boolean partnerIsNext(int exchange) {
-    return group.rank() % 2 == exchange;
-  }
-
-  /** Whether this rank's values come first when it combines with its partner in {@code exchange}: ranks 0-1 before 2-3. */
-  private boolean mineFirst(int exchange) {
-    return exchange == 0 ? group.rank() % 2 == 0 : group.rank() < 2;
-  }
-
-  /**
-   * {@link Algorithm#RABENSEIFNER}: ranks 0 and 3 keep reducing the first half, 1 and 2 the second
-   * (so that the second exchange's partners hold the same half), ranks 0 and 1 then the first
-   * quarter of it, 2 and 3 the second. Each step passes on bytes as soon as the step they come from
-   * has them; a reduction into bytes the first step is still reducing waits for them.
-   */
-  private void rabenseifner(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
-    int r = group.rank();
-    int es = type.bytes();
-    int count = buffer.remaining() / es;
-    int half = count / 2;
-    boolean keepFirstHalf = r == 0 || r == 3;
-    int keptFrom = keepFirstHalf ? 0 : half;
-    int keptTo = keepFirstHalf ? half : count;
-    int sentFrom = keepFirstHalf ? half : 0;
-    int sentTo = keepFirstHalf ? count : half;
-    int keptMid = keptFrom + (keptTo - keptFrom) / 2;
-    int sentMid = sentFrom + (sentTo - sentFrom) / 2;
-    boolean keepFirstQuarter = r < 2;
-    int quarterFrom = keepFirstQuarter ? keptFrom : keptMid;
-    int quarterTo = keepFirstQuarter ? keptMid : keptTo;
-    int otherFrom = keepFirstQuarter ? keptMid : keptFrom;
-    int otherTo = keepFirstQuarter ? keptTo : keptMid;
-    ByteBuffer keptHalf = slice(buffer, keptFrom * es, (keptTo - keptFrom) * es);
-    ByteBuffer quarter = slice(buffer, quarterFrom * es, (quarterTo - quarterFrom) * es);
-    ByteBuffer otherQuarter = slice(buffer, otherFrom * es, (otherTo - otherFrom) * es);
-    boolean next0 = partnerIsNext(0);
-    boolean next1 = partnerIsNext(1);
-    List<Ring.Send> sends = List.of(
-        // reduce-scatter: the half the first partner keeps, then the quarter the second keeps
-        new Ring.Send(0, slice(buffer, sentFrom * es, (sentTo - sentFrom) * es), -1, 0, !next0),
-        new Ring.Send(1, otherQuarter, 0, (otherFrom - keptFrom) * es, !next1),
-        // all-gather: this rank's finished quarter to the second partner, then the kept half to the first
-        new Ring.Send(2, quarter, 1, 0, !next1),
-        new Ring.Send(3, slice(buffer, keptFrom * es, (keptMid - keptFrom) * es), keepFirstQuarter ? 1 : 2, 0, !next0),
-        new Ring.Send(3, slice(buffer, keptMid * es, (keptTo - keptMid) * es), keepFirstQuarter ? 2 : 1, 0, !next0));
-    List<Ring.Receive> receives = List.of(
-        new Ring.Receive(0, keptHalf, new Ring.Reduction(type, op, 1, !mineFirst(0)), next0),
-        new Ring.Receive(1, quarter, new Ring.Reduction(type, op, op == ReduceOp.MEAN ? 4 : 1, !mineFirst(1)), next1, 0,
-            (quarterFrom - keptFrom) * es),
-        new Ring.Receive(2, otherQuarter, null, next1),
-        new Ring.Receive(3, slice(buffer, sentFrom * es, (sentMid - sentFrom) * es), null, next0),
-        new Ring.Receive(3, slice(buffer, sentMid * es, (sentTo - sentMid) * es), null, next0));
-    ring.transfer(mySeq, sends, receives, currentOp);
+    return bytes <= GATHER_BYTES ? Algorithm.GATHER : Algorithm.RING;
   }
 
   /** {@link Algorithm#GATHER}: the other ranks' buffers arrive in {@code gathered}, then all n are combined in rank order. */
@@ -287,7 +212,7 @@ public final class Collectives implements AutoCloseable {
         sends.add(new Ring.Send(t + 1, received, t));
       }
       receives.add(t < n - 1
-          ? new Ring.Receive(t, received, new Ring.Reduction(type, op, t == n - 2 && op == ReduceOp.MEAN ? n : 1), false)
+          ? new Ring.Receive(t, received, new Ring.Reduction(type, op, t == n - 2 && op == ReduceOp.MEAN ? n : 1))
           : Ring.Receive.copy(t, received));
     }
     ring.transfer(mySeq, sends, receives, currentOp);

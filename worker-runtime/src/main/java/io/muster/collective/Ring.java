@@ -27,10 +27,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The data plane of a collective group: one TCP connection to the next rank and one from the
- * previous rank, set up once and kept for the life of the group. Data goes around the ring on
- * them ({@link #forward}) and, on plain TCP, also back ({@link #backward}), for algorithms that
- * exchange with both neighbours.
+ * The data plane of a collective group: one TCP stream to the next rank (written) and one from
+ * the previous rank (read), set up once and kept for the life of the group.
  *
  * <p>Streams are opened with a handshake that carries the job token (checked in constant time;
  * a stranger is refused and the accept goes on; see {@link RingSetup}). With TLS configured, every
@@ -38,17 +36,16 @@ import org.slf4j.LoggerFactory;
  * that connects checks it, as on gRPC) and the token handshake runs inside it. Data moves in
  * frames: a 16-byte header (type, op sequence number, step, payload length) then the payload, so a
  * rank that calls a different collective, or with a different size, is caught instead of mixing
- * data. When the group fails, an ABORT frame carrying the reason is passed on to the neighbours
- * (around the ring, and back where data also goes back), so every rank fails with the words of
- * the rank that saw the failure first.
+ * data. When the group fails, an ABORT frame carrying the reason is passed on around the ring, so
+ * every rank fails with the words of the rank that saw the failure first.
  *
  * <p>A collective is one {@link #transfer}: the steps this rank sends and receives, moved by the
- * calling thread alone over non-blocking streams. It writes what a neighbour can take, reads what
- * has arrived, reduces it as it comes, and passes reduced bytes on as soon as they are ready, so
- * sending, receiving and reducing overlap without a hand-off between threads. When nothing can
- * move, it polls briefly (yielding the core between polls when more ranks share this host than it
- * has cores) and then sleeps in a blocking read: on small messages, most of the time is otherwise
- * spent waking up.
+ * calling thread alone over non-blocking streams. It writes what the next rank can take, reads
+ * what the previous one has sent, reduces it as it arrives, and forwards reduced bytes as soon as
+ * they are ready, so sending, receiving and reducing overlap without a hand-off between threads.
+ * When neither stream can move, it polls briefly (yielding the core instead when more ranks share
+ * this host than it has cores) and then sleeps until a stream is ready: on small messages, most of
+ * the time is otherwise spent waking up.
  */
 final class Ring implements AutoCloseable {
 
@@ -72,10 +69,13 @@ final class Ring implements AutoCloseable {
   private final boolean yieldWhilePolling;
   /** The thread in {@link #transfer}, which TLS streams' pumps unpark when they have moved bytes. */
   private volatile Thread waiter;
-  /** Around the ring: written to the next rank, read from the previous one. */
-  private final Lane forward;
-  /** Against it, on the same two connections (plain streams only): written to the previous rank, read from the next. */
-  private final Lane backward;
+  /** Guards writing to the next rank, and {@link #openFrame} with {@link #writeHeader}. */
+  private final ReentrantLock writeLock = new ReentrantLock();
+  private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN).limit(0);
+  /** Payload bytes of the frame being written that are still to go, which an abort must send first. */
+  private int openFrame;
+  private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+  private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final AtomicReference<String> failure = new AtomicReference<>();
   private volatile FailureListener listener;
   /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
@@ -90,63 +90,20 @@ final class Ring implements AutoCloseable {
   }
 
   /**
-   * Bytes of one step for the next rank ({@code backward}: the previous one): {@code payload}
-   * (position to limit), sent as far as receive {@code after} of the same transfer has filled its
-   * target from {@code afterOffset} on, or at once when {@code after} is -1.
+   * Bytes of one step for the next rank: {@code payload} (position to limit), sent as far as
+   * receive {@code after} of the same transfer has filled the same bytes, or at once when -1.
    */
-  record Send(int step, ByteBuffer payload, int after, int afterOffset, boolean backward) {
-    Send(int step, ByteBuffer payload, int after) {
-      this(step, payload, after, 0, false);
-    }
-  }
+  record Send(int step, ByteBuffer payload, int after) {}
 
-  /**
-   * Bytes of one step from the previous rank ({@code backward}: the next one) into {@code target}
-   * (position to limit): copied, or reduced into it; taken only as far as receive {@code after}
-   * has filled its target from {@code afterOffset} on, when {@code after} is not -1 (a reduction
-   * into bytes another receive is still reducing).
-   */
-  record Receive(int step, ByteBuffer target, Reduction reduction, boolean backward, int after, int afterOffset) {
-    Receive(int step, ByteBuffer target, Reduction reduction, boolean backward) {
-      this(step, target, reduction, backward, -1, 0);
-    }
-
+  /** Bytes of one step from the previous rank into {@code target} (position to limit): copied, or reduced into it. */
+  record Receive(int step, ByteBuffer target, Reduction reduction) {
     static Receive copy(int step, ByteBuffer target) {
-      return new Receive(step, target, null, false);
+      return new Receive(step, target, null);
     }
   }
 
-  /**
-   * {@code target = target op received} ({@code receivedFirst}: {@code received op target}),
-   * element by element, then divided by {@code divisor} when above 1 (MEAN's last step).
-   */
-  record Reduction(DataType type, ReduceOp op, int divisor, boolean receivedFirst) {
-    Reduction(DataType type, ReduceOp op, int divisor) {
-      this(type, op, divisor, false);
-    }
-  }
-
-  /** One direction of the ring's two connections: what is written, what is read, and their framing state. */
-  private static final class Lane {
-    final RingStream out;
-    final RingStream in;
-    final TaskId outPeer;
-    final TaskId inPeer;
-    /** Guards writing, and {@link #openFrame} with {@link #writeHeader}. */
-    final ReentrantLock writeLock = new ReentrantLock();
-    final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN).limit(0);
-    /** Payload bytes of the frame being written that are still to go, which an abort must send first. */
-    int openFrame;
-    final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
-    final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-
-    Lane(RingStream out, RingStream in, TaskId outPeer, TaskId inPeer) {
-      this.out = out;
-      this.in = in;
-      this.outPeer = outPeer;
-      this.inPeer = inPeer;
-    }
-  }
+  /** {@code target op= received}, element by element, then divided by {@code divisor} when above 1 (MEAN's last step). */
+  record Reduction(DataType type, ReduceOp op, int divisor) {}
 
   private record Seen(String reason, TaskId peer) {}
 
@@ -166,9 +123,6 @@ final class Ring implements AutoCloseable {
     };
     toNext.start(true, "muster-collective-tls-send-" + name, wake);
     fromPrev.start(false, "muster-collective-tls-receive-" + name, wake);
-    this.forward = new Lane(toNext, fromPrev, nextTask, prevTask);
-    this.backward = toNext.bidirectional() && fromPrev.bidirectional()
-        ? new Lane(fromPrev, toNext, prevTask, nextTask) : null;
   }
 
   /**
@@ -241,11 +195,6 @@ final class Ring implements AutoCloseable {
     return prevTask;
   }
 
-  /** Whether transfers may also send to the previous rank and receive from the next. */
-  boolean bidirectional() {
-    return backward != null;
-  }
-
   /** Sets the listener; when the ring has already failed here, it is told at once. */
   void onFailure(FailureListener value) {
     listener = value;
@@ -280,7 +229,7 @@ final class Ring implements AutoCloseable {
     new Transfer(seq, sends, receives, what).run();
   }
 
-  /** One collective's progress through its sends and receives, on one or both lanes. */
+  /** One collective's progress through its sends and receives. */
   private final class Transfer {
     private final int seq;
     private final List<Send> sends;
@@ -288,8 +237,24 @@ final class Ring implements AutoCloseable {
     private final String what;
     /** Bytes of each receive's target filled so far: copied, or reduced. */
     private final int[] filled;
-    private final Progress forwardProgress;
-    private final Progress backwardProgress;
+    private int sendIndex;
+    private int sent;
+    /** Where the frame being written ends in the current send's payload; -1 between frames. */
+    private int sendFrameEnd = -1;
+    private boolean sendBlocked;
+    private int receiveIndex;
+    private int received;
+    /** Where the frame being read ends in the current receive's payload; -1 while its header is read. */
+    private int receiveFrameEnd = -1;
+    private int staged;
+    // Views of the current send's and receive's buffers, and the arrays the streams take: made
+    // once per step, not per read, since polling reads thousands of times; and held here, not in
+    // the long-lived ring, where every store would cost the garbage collector a card to scan.
+    private final ByteBuffer[] writing;
+    private final ByteBuffer[] reading;
+    private final ByteBuffer[] readingPayload = new ByteBuffer[1];
+    private ByteBuffer sendView;
+    private ByteBuffer receiveView;
 
     Transfer(int seq, List<Send> sends, List<Receive> receives, String what) {
       this.seq = seq;
@@ -297,27 +262,16 @@ final class Ring implements AutoCloseable {
       this.receives = receives;
       this.what = what;
       this.filled = new int[receives.size()];
-      this.forwardProgress = new Progress(forward, false);
-      boolean twoWays = false;
-      for (Send send : sends) {
-        twoWays |= send.backward();
-      }
-      for (Receive receive : receives) {
-        twoWays |= receive.backward();
-      }
-      if (twoWays && backward == null) {
-        throw new IllegalStateException("this ring's streams carry data one way only");
-      }
-      this.backwardProgress = twoWays ? new Progress(backward, true) : null;
+      this.writing = new ByteBuffer[] {writeHeader, null};
+      this.reading = new ByteBuffer[] {readHeader, null};
+      readHeader.clear();
     }
 
     void run() {
       long idleSince = 0;
-      while (!forwardProgress.done() || (backwardProgress != null && !backwardProgress.done())) {
-        boolean moved = forwardProgress.move();
-        if (backwardProgress != null) {
-          moved |= backwardProgress.move();
-        }
+      while (sendIndex < sends.size() || receiveIndex < receives.size()) {
+        boolean moved = sendIndex < sends.size() && send();
+        moved |= receiveIndex < receives.size() && receive(false);
         if (moved) {
           idleSince = 0;
           continue;
@@ -335,264 +289,160 @@ final class Ring implements AutoCloseable {
           }
           continue;
         }
-        Progress sleeper = onlyReader();
-        if (sleeper != null) {
-          sleeper.receive(true); // all that can come next is on one stream: sleep in the read itself
+        if (receiveIndex < receives.size() && !sendBlocked) {
+          receive(true); // all that can come next is from the previous rank: sleep in the read itself
         } else {
-          // a peer is not taking bytes: let it catch up (a pump that moves some wakes this thread)
+          // the next rank is not taking bytes: let it catch up (a pump that moves some wakes this thread)
           LockSupport.parkNanos(this, BLOCKED_SEND_NANOS);
         }
         idleSince = 0;
       }
     }
 
-    /** The one lane still receiving when no lane is held up sending, or null. */
-    private Progress onlyReader() {
-      Progress reader = null;
-      for (Progress p : backwardProgress == null ? List.of(forwardProgress) : List.of(forwardProgress, backwardProgress)) {
-        if (p.sendBlocked) {
-          return null;
+    /** Writes what it can of the current send; whether it wrote anything. */
+    private boolean send() {
+      Send s = sends.get(sendIndex);
+      ByteBuffer payload = s.payload();
+      int length = payload.remaining();
+      int ready = s.after() < 0 ? length : Math.min(length, filled[s.after()]);
+      sendBlocked = false;
+      if (sendFrameEnd < 0 ? ready == sent && length > 0 : ready == sent && !writeHeader.hasRemaining()) {
+        return false; // waiting for bytes to forward
+      }
+      int base = payload.position();
+      long n;
+      writeLock.lock();
+      try {
+        check();
+        if (sendFrameEnd < 0) {
+          int frame = Math.min(FRAME_BYTES, length - sent);
+          writeHeader.clear();
+          writeHeader.putInt(DATA).putInt(seq).putInt(s.step()).putInt(frame).flip();
+          sendFrameEnd = sent + frame;
+          openFrame = frame;
         }
-        if (p.receiving() && p.readable() > 0) {
-          if (reader != null) {
-            return null;
-          }
-          reader = p;
+        if (sendView == null) {
+          sendView = payload.duplicate();
+          writing[1] = sendView;
+        }
+        sendView.limit(base + Math.min(ready, sendFrameEnd)).position(base + sent);
+        n = toNext.write(writing);
+        sent = sendView.position() - base;
+        openFrame = sendFrameEnd - sent;
+      } catch (IOException e) {
+        throw broken(e, "sending to " + nextTask, nextTask);
+      } finally {
+        writeLock.unlock();
+      }
+      if (!writeHeader.hasRemaining() && sent == sendFrameEnd) {
+        sendFrameEnd = -1;
+        if (sent == length) {
+          sendIndex++;
+          sent = 0;
+          sendView = null;
         }
       }
-      return reader;
+      sendBlocked = n == 0;
+      return n > 0;
     }
 
-    /** One lane's sends and receives of this transfer, each in order. */
-    private final class Progress {
-      private final Lane lane;
-      /** The transfer's sends and receives on this lane: the first {@code sendCount} and {@code receiveCount} entries. */
-      private final int[] sendIndices;
-      private final int[] receiveIndices;
-      private final int sendCount;
-      private final int receiveCount;
-      private int nextSend;
-      private int nextReceive;
-      private int sent;
-      /** Where the frame being written ends in the current send's payload; -1 between frames. */
-      private int sendFrameEnd = -1;
-      private boolean sendBlocked;
-      private int received;
-      /** Where the frame being read ends in the current receive's payload; -1 while its header is read. */
-      private int receiveFrameEnd = -1;
-      private int staged;
-      // Views of the current send's and receive's buffers, and the arrays the streams take: made
-      // once per step, not per read, since polling reads thousands of times; and held here, not in
-      // the long-lived ring, where every store would cost the garbage collector a card to scan.
-      private final ByteBuffer[] writing;
-      private final ByteBuffer[] reading;
-      private final ByteBuffer[] readingPayload = new ByteBuffer[1];
-      private ByteBuffer sendView;
-      private ByteBuffer receiveView;
-
-      Progress(Lane lane, boolean backward) {
-        this.lane = lane;
-        int sendCount = 0;
-        int[] sendIndices = new int[sends.size()];
-        for (int i = 0; i < sends.size(); i++) {
-          if (sends.get(i).backward() == backward) {
-            sendIndices[sendCount++] = i;
-          }
-        }
-        int receiveCount = 0;
-        int[] receiveIndices = new int[receives.size()];
-        for (int i = 0; i < receives.size(); i++) {
-          if (receives.get(i).backward() == backward) {
-            receiveIndices[receiveCount++] = i;
-          }
-        }
-        this.sendIndices = sendIndices;
-        this.sendCount = sendCount;
-        this.receiveIndices = receiveIndices;
-        this.receiveCount = receiveCount;
-        this.writing = new ByteBuffer[] {lane.writeHeader, null};
-        this.reading = new ByteBuffer[] {lane.readHeader, null};
-        lane.readHeader.clear();
+    /**
+     * Reads what has arrived for the current receive, reducing it as it comes; whether it read
+     * anything. With {@code block}, waits for something to arrive.
+     */
+    private boolean receive(boolean block) {
+      Receive r = receives.get(receiveIndex);
+      ByteBuffer target = r.target();
+      int base = target.position();
+      int length = target.remaining();
+      boolean header = receiveFrameEnd < 0;
+      int frameLeft = header ? Math.min(FRAME_BYTES, length - received) : receiveFrameEnd - received;
+      if (receiveView == null) {
+        receiveView = r.reduction() == null ? target.duplicate() : staging;
+        reading[1] = receiveView;
+        readingPayload[0] = receiveView;
       }
-
-      boolean done() {
-        return nextSend == sendCount && !receiving();
+      ByteBuffer into = receiveView;
+      if (r.reduction() == null) {
+        into.limit(base + received + frameLeft).position(base + received);
+      } else {
+        into.limit(staged + frameLeft).position(staged);
       }
-
-      boolean receiving() {
-        return nextReceive < receiveCount;
+      int start = into.position();
+      long n;
+      try {
+        if (Thread.currentThread().isInterrupted()) {
+          throw new ClosedByInterruptException();
+        }
+        n = fromPrev.read(header ? reading : readingPayload, block);
+        if (n < 0) {
+          throw new IOException("the connection was closed; " + prevTask + " has died or left the job");
+        }
+      } catch (IOException e) {
+        throw broken(e, "receiving from " + prevTask, prevTask);
       }
-
-      /** Bytes of the current receive that may be taken now (it may wait on another receive). */
-      int readable() {
-        Receive r = receives.get(receiveIndices[nextReceive]);
-        int length = r.target().remaining();
-        int allowed = r.after() < 0 ? length : Math.max(0, Math.min(length, filled[r.after()] - r.afterOffset()));
-        return allowed - received;
+      if (n == 0) {
+        return false;
       }
-
-      boolean move() {
-        boolean moved = nextSend < sendCount && send();
-        return receiving() && receive(false) || moved;
+      lastProgressNanos = System.nanoTime();
+      if (header) {
+        if (readHeader.hasRemaining()) {
+          return true;
+        }
+        readHeader.flip();
+        int type = readHeader.getInt();
+        int gotSeq = readHeader.getInt();
+        int gotStep = readHeader.getInt();
+        int frame = readHeader.getInt();
+        if (type == ABORT) {
+          throw fail(readAbortReason(into, start, frame), null);
+        }
+        if (type != DATA || gotSeq != seq || gotStep != r.step() || frame != frameLeft) {
+          throw failSeen("collectives out of step: " + prevTask + " sent op " + gotSeq + " step " + gotStep + " with "
+              + frame + " bytes, but this rank expected " + what + " (op " + seq + " step " + r.step() + ", "
+              + frameLeft + " bytes); every rank must call the same collectives in the same order with the same sizes",
+              null, null);
+        }
+        receiveFrameEnd = received + frame;
       }
-
-      /** Writes what it can of the current send; whether it wrote anything. */
-      private boolean send() {
-        Send s = sends.get(sendIndices[nextSend]);
-        ByteBuffer payload = s.payload();
-        int length = payload.remaining();
-        int ready = s.after() < 0 ? length : Math.max(0, Math.min(length, filled[s.after()] - s.afterOffset()));
-        ByteBuffer header = lane.writeHeader;
-        sendBlocked = false;
-        if (sendFrameEnd < 0 ? ready == sent && length > 0 : ready == sent && !header.hasRemaining()) {
-          return false; // waiting for bytes to forward
-        }
-        int base = payload.position();
-        long n;
-        lane.writeLock.lock();
-        try {
-          check();
-          if (sendFrameEnd < 0) {
-            int frame = Math.min(FRAME_BYTES, length - sent);
-            header.clear();
-            header.putInt(DATA).putInt(seq).putInt(s.step()).putInt(frame).flip();
-            sendFrameEnd = sent + frame;
-            lane.openFrame = frame;
-          }
-          if (sendView == null) {
-            sendView = payload.duplicate();
-            writing[1] = sendView;
-          }
-          sendView.limit(base + Math.min(ready, sendFrameEnd)).position(base + sent);
-          n = lane.out.write(writing);
-          sent = sendView.position() - base;
-          lane.openFrame = sendFrameEnd - sent;
-        } catch (IOException e) {
-          throw broken(e, "sending to " + lane.outPeer, lane.outPeer);
-        } finally {
-          lane.writeLock.unlock();
-        }
-        if (!header.hasRemaining() && sent == sendFrameEnd) {
-          sendFrameEnd = -1;
-          if (sent == length) {
-            nextSend++;
-            sent = 0;
-            sendView = null;
-          }
-        }
-        sendBlocked = n == 0;
-        return n > 0;
+      int arrived = into.position() - start;
+      received += arrived;
+      if (r.reduction() == null) {
+        filled[receiveIndex] = received;
+      } else {
+        reduceStaged(r, arrived);
       }
-
-      /**
-       * Reads what has arrived for the current receive, reducing it as it comes; whether it read
-       * anything. With {@code block}, waits for something to arrive.
-       */
-      private boolean receive(boolean block) {
-        int index = receiveIndices[nextReceive];
-        Receive r = receives.get(index);
-        ByteBuffer target = r.target();
-        int base = target.position();
-        int length = target.remaining();
-        boolean header = receiveFrameEnd < 0;
-        int frameLeft = header ? Math.min(FRAME_BYTES, length - received) : receiveFrameEnd - received;
-        int take = Math.min(frameLeft, readable());
-        if (take == 0 && !header) {
-          return false;
+      if (received == receiveFrameEnd) {
+        receiveFrameEnd = -1;
+        readHeader.clear();
+        if (received == length) {
+          receiveIndex++;
+          received = 0;
+          receiveView = null;
         }
-        if (receiveView == null) {
-          receiveView = r.reduction() == null ? target.duplicate() : lane.staging;
-          reading[1] = receiveView;
-          readingPayload[0] = receiveView;
-        }
-        ByteBuffer into = receiveView;
-        if (r.reduction() == null) {
-          into.limit(base + received + take).position(base + received);
-        } else {
-          into.limit(staged + take).position(staged);
-        }
-        int start = into.position();
-        long n;
-        try {
-          if (Thread.currentThread().isInterrupted()) {
-            throw new ClosedByInterruptException();
-          }
-          n = lane.in.read(header ? reading : readingPayload, block);
-          if (n < 0) {
-            throw new IOException("the connection was closed; " + lane.inPeer + " has died or left the job");
-          }
-        } catch (IOException e) {
-          throw broken(e, "receiving from " + lane.inPeer, lane.inPeer);
-        }
-        if (n == 0) {
-          return false;
-        }
-        lastProgressNanos = System.nanoTime();
-        if (header) {
-          ByteBuffer h = lane.readHeader;
-          if (h.hasRemaining()) {
-            return true;
-          }
-          h.flip();
-          int type = h.getInt();
-          int gotSeq = h.getInt();
-          int gotStep = h.getInt();
-          int frame = h.getInt();
-          if (type == ABORT) {
-            throw fail(readAbortReason(lane, into, start, frame), null);
-          }
-          if (type != DATA || gotSeq != seq || gotStep != r.step() || frame != frameLeft) {
-            throw failSeen("collectives out of step: " + lane.inPeer + " sent op " + gotSeq + " step " + gotStep
-                + " with " + frame + " bytes, but this rank expected " + what + " (op " + seq + " step " + r.step()
-                + ", " + frameLeft + " bytes); every rank must call the same collectives in the same order with the "
-                + "same sizes", null, null);
-          }
-          receiveFrameEnd = received + frame;
-        }
-        int arrived = into.position() - start;
-        received += arrived;
-        if (r.reduction() == null) {
-          filled[index] = received;
-        } else {
-          reduceStaged(r, index, arrived);
-        }
-        if (received == receiveFrameEnd) {
-          receiveFrameEnd = -1;
-          lane.readHeader.clear();
-          if (received == length) {
-            nextReceive++;
-            received = 0;
-            receiveView = null;
-          }
-        }
-        return true;
       }
+      return true;
+    }
 
-      /** Reduces the whole elements staged so far into the target, keeping a partial one for the next read. */
-      private void reduceStaged(Receive r, int index, int arrived) {
-        Reduction reduction = r.reduction();
-        int unit = reduction.type().bytes();
-        staged += arrived;
-        int whole = staged - staged % unit;
-        if (whole == 0) {
-          return;
-        }
-        ByteBuffer staging = lane.staging;
-        int at = r.target().position() + filled[index];
-        int count = whole / unit;
-        if (reduction.receivedFirst()) {
-          Reductions.combine(reduction.type(), reduction.op(), r.target(), at, staging, 0, r.target(), at, count);
-        } else {
-          Reductions.combine(reduction.type(), reduction.op(), r.target(), at, r.target(), at, staging, 0, count);
-        }
-        if (reduction.divisor() > 1) {
-          Reductions.divide(reduction.type(), r.target(), at, count, reduction.divisor());
-        }
-        filled[index] += whole;
-        staged -= whole;
-        if (staged > 0) {
-          staging.put(0, staging, whole, staged);
-        }
+    /** Reduces the whole elements staged so far into the target, keeping a partial one for the next read. */
+    private void reduceStaged(Receive r, int arrived) {
+      Reduction reduction = r.reduction();
+      int unit = reduction.type().bytes();
+      staged += arrived;
+      int whole = staged - staged % unit;
+      if (whole == 0) {
+        return;
+      }
+      int at = r.target().position() + filled[receiveIndex];
+      int count = whole / unit;
+      Reductions.combine(reduction.type(), reduction.op(), r.target(), at, r.target(), at, staging, 0, count);
+      if (reduction.divisor() > 1) {
+        Reductions.divide(reduction.type(), r.target(), at, count, reduction.divisor());
+      }
+      filled[receiveIndex] += whole;
+      staged -= whole;
+      if (staged > 0) {
+        staging.put(0, staging, whole, staged);
       }
     }
   }
@@ -628,7 +478,7 @@ final class Ring implements AutoCloseable {
   }
 
   /** The reason an ABORT frame carries; its first bytes may already be in {@code into} from {@code start}. */
-  private String readAbortReason(Lane lane, ByteBuffer into, int start, int length) {
+  private String readAbortReason(ByteBuffer into, int start, int length) {
     byte[] reason = new byte[Math.max(0, Math.min(length, 64 << 10))];
     int have = Math.min(into.position() - start, reason.length);
     into.duplicate().position(start).get(reason, 0, have);
@@ -637,13 +487,13 @@ final class Ring implements AutoCloseable {
     long deadline = System.nanoTime() + ABORT_NANOS;
     try {
       while (rest.hasRemaining() && System.nanoTime() < deadline) {
-        if (lane.in.read(one, false) < 0) {
+        if (fromPrev.read(one, false) < 0) {
           break;
         }
         LockSupport.parkNanos(20_000);
       }
     } catch (IOException e) {
-      log.debug("the abort from {} was cut short: {}", lane.inPeer, e.toString());
+      log.debug("the abort from {} was cut short: {}", prevTask, e.toString());
     }
     return new String(reason, 0, rest.position(), StandardCharsets.UTF_8);
   }
@@ -687,22 +537,15 @@ final class Ring implements AutoCloseable {
       return false;
     }
     log.error("collectives failed: {}", reason);
-    // Stop reading without resetting the streams: a reset would make a neighbour fail with
-    // "connection reset" and name this rank instead of the one that really failed. It also wakes
-    // this rank's thread if it sleeps in a read.
-    shutdownInput(fromPrev);
-    if (backward != null) {
-      shutdownInput(toNext);
+    // Stop reading without resetting the stream: a reset would make the previous rank fail with
+    // "connection reset" and name this rank instead of the one that really failed.
+    try {
+      fromPrev.shutdownInput();
+    } catch (IOException e) {
+      closeQuietly(fromPrev);
     }
-    passOn(forward, reason);
-    if (backward == null) {
-      closeQuietly(toNext);
-    } else {
-      // The abort goes both ways: a neighbour may be waiting on either connection. Both stay open
-      // (until close): once a connection's two directions are shut, the kernel resets it at the
-      // neighbour's next write, and a reset can discard the abort before the neighbour reads it.
-      passOn(backward, reason);
-    }
+    passOn(reason);
+    closeQuietly(toNext);
     Thread w = waiter;
     if (w != null && w != Thread.currentThread()) {
       LockSupport.unpark(w);
@@ -710,21 +553,13 @@ final class Ring implements AutoCloseable {
     return true;
   }
 
-  private static void shutdownInput(RingStream stream) {
-    try {
-      stream.shutdownInput();
-    } catch (IOException e) {
-      closeQuietly(stream);
-    }
-  }
-
   /**
-   * Sends the lane's peer an ABORT frame with the reason, first completing (with zeros) a frame
-   * left half-written, within {@link #ABORT_NANOS}; the peer then fails with these words.
+   * Sends the next rank an ABORT frame with the reason, first completing (with zeros) a frame
+   * left half-written, within {@link #ABORT_NANOS}; the next rank then fails with these words.
    */
-  private void passOn(Lane lane, String reason) {
+  private void passOn(String reason) {
     try {
-      if (!lane.writeLock.tryLock(ABORT_NANOS, TimeUnit.NANOSECONDS)) {
+      if (!writeLock.tryLock(ABORT_NANOS, TimeUnit.NANOSECONDS)) {
         return;
       }
     } catch (InterruptedException e) {
@@ -732,24 +567,23 @@ final class Ring implements AutoCloseable {
       return;
     }
     try {
-      lane.out.nonBlocking(); // this rank's thread may have been asleep reading from this socket
       byte[] words = reason.getBytes(StandardCharsets.UTF_8);
       ByteBuffer abort = ByteBuffer.allocate(HEADER + words.length).order(ByteOrder.LITTLE_ENDIAN);
       abort.putInt(ABORT).putInt(-1).putInt(-1).putInt(words.length).put(words).flip();
-      ByteBuffer[] frames = {lane.writeHeader, ByteBuffer.allocate(lane.openFrame), abort};
+      ByteBuffer[] frames = {writeHeader, ByteBuffer.allocate(openFrame), abort};
       long deadline = System.nanoTime() + ABORT_NANOS;
       while (frames[2].hasRemaining() && System.nanoTime() < deadline) {
-        if (lane.out.write(frames) == 0) {
+        if (toNext.write(frames) == 0) {
           LockSupport.parkNanos(20_000);
         }
       }
-      lane.out.flush(deadline);
+      toNext.flush(deadline);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } catch (IOException e) {
-      log.debug("could not pass the abort on to {}: {}", lane.outPeer, e.toString());
+      log.debug("could not pass the abort on to {}: {}", nextTask, e.toString());
     } finally {
-      lane.writeLock.unlock();
+      writeLock.unlock();
     }
   }
 

@@ -92,9 +92,8 @@ final class RingStream {
   }
 
   /**
-   * Turns the set-up stream into the data plane's non-blocking one: a plain socket both ways, a
-   * TLS stream written ({@code outbound}) or read; {@code wake} is called from a pump thread when a
-   * TLS stream has moved bytes.
+   * Turns the set-up stream into the data plane's non-blocking one, written ({@code outbound}) or
+   * read; {@code wake} is called from a pump thread when a TLS stream has moved bytes.
    */
   void start(boolean outbound, String threadName, Runnable wake) throws IOException {
     if (tls == null) {
@@ -184,21 +183,6 @@ final class RingStream {
       }
     }
     return e;
-  }
-
-  /**
-   * Whether the stream may also carry bytes the other way once started: a plain socket may, a TLS
-   * stream's single pump moves bytes one way only.
-   */
-  boolean bidirectional() {
-    return tls == null;
-  }
-
-  /** Makes sure a plain socket is back in non-blocking mode (after a blocking read that another thread woke). */
-  void nonBlocking() throws IOException {
-    if (tls == null && socket.isOpen()) {
-      socket.configureBlocking(false);
-    }
   }
 
   /** Stops reading without resetting the connection; a blocked read ends with the end of the stream. */
