@@ -37,6 +37,7 @@ final class RingStream {
 
   private static final int PUMP_BYTES = 64 << 10;
   private static final int PUMP_BUFFER_BYTES = 1 << 20;
+  private static final java.time.Duration CLOSE_FLUSH = java.time.Duration.ofSeconds(2);
 
   private final SocketChannel socket;
   private final SSLSocket tls;
@@ -44,6 +45,7 @@ final class RingStream {
   private final OutputStream out;
   /** TLS only, once started: the bytes between the ring's thread and the pump thread. */
   private Pump pump;
+  private boolean outbound;
 
   private RingStream(SocketChannel socket, SSLSocket tls) throws IOException {
     this.socket = socket;
@@ -96,6 +98,7 @@ final class RingStream {
    * read; {@code wake} is called from a pump thread when a TLS stream has moved bytes.
    */
   void start(boolean outbound, String threadName, Runnable wake) throws IOException {
+    this.outbound = outbound;
     if (tls == null) {
       socket.configureBlocking(false);
     } else {
@@ -190,7 +193,19 @@ final class RingStream {
     socket.shutdownInput();
   }
 
+  /**
+   * Closes the socket; a TLS stream that is written first lets its pump write out, for up to
+   * {@link #CLOSE_FLUSH}, what the last collective handed it (that collective has returned, and its
+   * peer is still reading).
+   */
   void close() throws IOException {
+    try {
+      if (pump != null && outbound) {
+        flush(System.nanoTime() + CLOSE_FLUSH.toNanos());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
     try {
       socket.close();
     } finally {
