@@ -35,7 +35,7 @@ import org.slf4j.LoggerFactory;
 public final class Collectives implements AutoCloseable {
 
   /**
-   * How an all-reduce moves its data, chosen by size and group size (every rank chooses the same).
+   * How an all-reduce moves its data, chosen by its size (so every rank chooses the same).
    * Both give every rank the same bits, each element reduced in one order fixed by the rank count.
    */
   public enum Algorithm {

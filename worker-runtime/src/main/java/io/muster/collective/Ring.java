@@ -142,7 +142,8 @@ final class Ring implements AutoCloseable {
       int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
       agent.insert(key(groupName, group.rank()), new HostPort(advertisedHost, port).toString()
           .getBytes(StandardCharsets.UTF_8), true);
-      HostPort nextAddress = address(agent, groupName, group.rank() + 1 == group.size() ? 0 : group.rank() + 1, timeout);
+      int nextRank = Math.floorMod(group.rank() + 1, group.size());
+      HostPort nextAddress = address(agent, groupName, nextRank, timeout);
       CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
         try {
           return RingSetup.accept(server, group, prev, token, tls, timeout);
@@ -167,9 +168,11 @@ final class Ring implements AutoCloseable {
       }
       try {
         // every rank has published its address by now, or is about to: it does so first
-        int ranksOnHost = 0;
+        int ranksOnHost = 1 + (nextAddress.host().equals(advertisedHost) ? 1 : 0); // this rank, and the next
         for (int r = 0; r < group.size(); r++) {
-          ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
+          if (r != group.rank() && r != nextRank) {
+            ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
+          }
         }
         Ring ring = new Ring(self, prev, next, toNext, fromPrev, ranksOnHost);
         log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
@@ -290,7 +293,9 @@ final class Ring implements AutoCloseable {
           continue;
         }
         if (receiveIndex < receives.size() && !sendBlocked) {
-          receive(true); // all that can come next is from the previous rank: sleep in the read itself
+          // all that can come next is from the previous rank: sleep in the read itself (a failure,
+          // the watchdog's timeout too, ends it by shutting the stream's input)
+          receive(true);
         } else {
           // the next rank is not taking bytes: let it catch up (a pump that moves some wakes this thread)
           LockSupport.parkNanos(this, BLOCKED_SEND_NANOS);

@@ -262,15 +262,20 @@ final class RingStream {
       }
       long n = 0;
       for (ByteBuffer buffer : buffers) {
-        int k = Math.min(buffer.remaining(), bytes.remaining());
-        bytes.put(bytes.position(), buffer, buffer.position(), k).position(bytes.position() + k);
-        buffer.position(buffer.position() + k);
-        n += k;
+        n += move(buffer, bytes);
       }
       if (n > 0) {
         notifyAll();
       }
       return n;
+    }
+
+    /** Copies what fits of {@code from}'s remaining bytes into {@code to}, advancing both; how many. */
+    private static int move(ByteBuffer from, ByteBuffer to) {
+      int k = Math.min(from.remaining(), to.remaining());
+      to.put(to.position(), from, from.position(), k).position(to.position() + k);
+      from.position(from.position() + k);
+      return k;
     }
 
     /** Pump's side of the written stream: waits for bytes and takes up to {@code array}'s length. */
@@ -340,10 +345,7 @@ final class RingStream {
       bytes.flip();
       long n = 0;
       for (ByteBuffer buffer : buffers) {
-        int k = Math.min(buffer.remaining(), bytes.remaining());
-        buffer.put(buffer.position(), bytes, bytes.position(), k).position(buffer.position() + k);
-        bytes.position(bytes.position() + k);
-        n += k;
+        n += move(bytes, buffer);
       }
       bytes.compact();
       notifyAll();
