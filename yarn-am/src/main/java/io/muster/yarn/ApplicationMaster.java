@@ -10,6 +10,7 @@ import io.muster.rpc.TaskServer;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.PrivilegedExceptionAction;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
@@ -23,6 +24,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.security.Credentials;
@@ -100,13 +102,15 @@ public final class ApplicationMaster {
 
   public static void main(String[] args) throws Exception {
     YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(JOB_ENV));
+    Configuration conf = SiteConfiguration.decode(System.getenv(SiteConfiguration.ENV));
+    // the client's security settings (Kerberos) over the node's, like the rest of its configuration
+    UserGroupInformation.setConfiguration(conf);
     Credentials credentials = UserGroupInformation.getCurrentUser().getCredentials();
     byte[] secret = credentials.getSecretKey(TOKEN_KEY);
     if (secret == null) {
       throw new IllegalStateException("the job token is not in the master's credentials; submit with muster submit");
     }
     JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
-    Configuration conf = SiteConfiguration.decode(System.getenv(SiteConfiguration.ENV));
     AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
     rm.init(conf);
     rm.start();
@@ -303,10 +307,20 @@ public final class ApplicationMaster {
     if (job.shipped().isEmpty()) {
       return;
     }
+    // as the submitting user, under whose home the client staged them: this process's own login is the node's user
+    UserGroupInformation submitter = UserGroupInformation.createRemoteUser(
+        System.getenv(ApplicationConstants.Environment.USER.name()));
     try {
-      FileSystem fs = FileSystem.get(conf);
-      fs.delete(MusterClient.stagingDir(fs, applicationId), true);
-    } catch (IOException e) {
+      submitter.addCredentials(UserGroupInformation.getCurrentUser().getCredentials());
+      submitter.doAs((PrivilegedExceptionAction<Void>) () -> {
+        FileSystem fs = FileSystem.get(conf);
+        Path staging = MusterClient.stagingDir(fs, applicationId);
+        if (!fs.delete(staging, true)) {
+          log.warn("the job's staged files were not at {}", fs.makeQualified(staging));
+        }
+        return null;
+      });
+    } catch (IOException | InterruptedException e) {
       log.warn("cannot delete the job's staged files: {}", e.toString());
     }
   }

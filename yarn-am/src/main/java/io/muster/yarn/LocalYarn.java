@@ -55,9 +55,18 @@ public final class LocalYarn implements AutoCloseable {
   }
 
   private static LocalYarn start(Path dir, boolean temporary) throws IOException {
+    return start(dir, temporary, new Configuration(false));
+  }
+
+  /**
+   * Starts the cluster with {@code settings} (Kerberos principals and keytabs, for one) applied to
+   * its namenode, datanode, ResourceManager and NodeManagers.
+   */
+  static LocalYarn start(Path dir, boolean temporary, Configuration settings) throws IOException {
     Files.createDirectories(dir);
     System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
     Configuration dfsConf = new Configuration();
+    settings.forEach(setting -> dfsConf.set(setting.getKey(), setting.getValue()));
     dfsConf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, dir.resolve("hdfs").toAbsolutePath().toString());
     dfsConf.set("dfs.namenode.http-address", "127.0.0.1:0");
     dfsConf.set("dfs.datanode.address", "127.0.0.1:0");

@@ -26,6 +26,7 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.io.DataOutputBuffer;
+import org.apache.hadoop.io.Text;
 import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.yarn.api.ApplicationConstants;
@@ -36,9 +37,13 @@ import org.apache.hadoop.yarn.api.records.ApplicationTimeoutType;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 import org.apache.hadoop.yarn.api.records.Resource;
 import org.apache.hadoop.yarn.api.records.YarnApplicationState;
+import org.apache.hadoop.yarn.client.ClientRMProxy;
 import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.apache.hadoop.yarn.client.api.YarnClientApplication;
+import org.apache.hadoop.yarn.client.util.YarnClientUtils;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.exceptions.YarnException;
+import org.apache.hadoop.yarn.util.ConverterUtils;
 
 /**
  * Submits a {@link YarnJob} to YARN and follows it: the client side of {@code muster submit}.
@@ -63,16 +68,22 @@ public final class MusterClient implements AutoCloseable {
   private final Configuration conf;
   private final String site;
   private final boolean stageRuntime;
+  /** The ResourceManager's principal, which renews the job's delegation tokens; null without Kerberos. */
+  private final String renewer;
   private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
 
   /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */
-  public MusterClient(Configuration conf) {
+  public MusterClient(Configuration conf) throws IOException {
     this(conf, false);
   }
 
-  /** @param stageRuntime whether to stage the runtime's jars on the cluster's file system */
-  public MusterClient(Configuration conf, boolean stageRuntime) {
+  /**
+   * @param stageRuntime whether to stage the runtime's jars on the cluster's file system
+   * @throws IOException when the cluster uses Kerberos and this user has neither a ticket nor tokens
+   */
+  public MusterClient(Configuration conf, boolean stageRuntime) throws IOException {
     this.conf = conf;
+    renewer = kerberosRenewer(conf);
     this.stageRuntime = stageRuntime;
     site = SiteConfiguration.encode(conf);
     yarn = YarnClient.createYarnClient();
@@ -105,7 +116,7 @@ public final class MusterClient implements AutoCloseable {
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
     context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
         Map.of(ApplicationMaster.JOB_ENV, job.toEnvironmentValue(),
-        SiteConfiguration.ENV, site), List.of(command), null, credentials(newToken()), null));
+        SiteConfiguration.ENV, site), List.of(command), null, credentials(job, newToken()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
   }
@@ -222,9 +233,50 @@ public final class MusterClient implements AutoCloseable {
     return HexFormat.of().formatHex(secret);
   }
 
-  /** The job token and this user's delegation tokens, for the master's container. */
-  private static ByteBuffer credentials(String token) throws IOException {
+  /**
+   * On a Kerberos cluster, the ResourceManager's principal; null elsewhere. A Kerberos cluster
+   * answers only a user with a ticket (or delegation tokens) who knows the ResourceManager's
+   * principal: say so before the first call fails deep in SASL.
+   */
+  private static String kerberosRenewer(Configuration conf) throws IOException {
+    if (!UserGroupInformation.isSecurityEnabled()) {
+      return null;
+    }
+    UserGroupInformation user = UserGroupInformation.getCurrentUser();
+    if (!user.hasKerberosCredentials() && user.getCredentials().numberOfTokens() == 0) {
+      throw new IOException("the cluster uses Kerberos (hadoop.security.authentication=kerberos) and "
+          + user.getUserName() + " has no Kerberos ticket: run kinit (kinit -kt KEYTAB PRINCIPAL for a scheduled job), "
+          + "then try again");
+    }
+    String principal = YarnClientUtils.getRmPrincipal(conf);
+    if (principal == null || principal.isBlank()) {
+      throw new IOException("the cluster uses Kerberos but " + YarnConfiguration.RM_PRINCIPAL + " is not set: "
+          + "set it to the ResourceManager's principal in the yarn-site.xml of HADOOP_CONF_DIR");
+    }
+    return principal;
+  }
+
+  /**
+   * The master's container's credentials: the job token and this user's tokens and, on a Kerberos
+   * cluster, delegation tokens for the ResourceManager and for the file systems the job uses (the
+   * staging one and the output directory's), which the master and every task use in place of a
+   * ticket. The ResourceManager renews them while the application runs (up to the cluster's
+   * maximum token lifetime, 7 days by default).
+   */
+  private ByteBuffer credentials(YarnJob job, String token) throws IOException, YarnException {
     Credentials credentials = new Credentials(UserGroupInformation.getCurrentUser().getCredentials());
+    if (renewer != null) {
+      List<FileSystem> fileSystems = new ArrayList<>(List.of(FileSystem.get(conf)));
+      if (job.outputDir().isPresent()) {
+        fileSystems.add(new Path(job.outputDir().get()).getFileSystem(conf));
+      }
+      for (FileSystem fs : fileSystems) {
+        fs.addDelegationTokens(renewer, credentials); // none for a file system that has a token here already
+      }
+      org.apache.hadoop.yarn.api.records.Token rm = yarn.getRMDelegationToken(new Text(renewer));
+      Text service = ClientRMProxy.getRMDelegationTokenService(conf);
+      credentials.addToken(service, ConverterUtils.convertFromYarn(rm, service));
+    }
     credentials.addSecretKey(ApplicationMaster.TOKEN_KEY, token.getBytes(StandardCharsets.US_ASCII));
     DataOutputBuffer out = new DataOutputBuffer();
     credentials.writeTokenStorageToStream(out);
