@@ -60,6 +60,7 @@ public final class TaskExecutor {
   static final Duration MASTER_LOST = Duration.ofSeconds(15);
   private static final Duration CALL = Duration.ofSeconds(10);
   private static final Duration GRACE = Duration.ofSeconds(10);
+  private static final String HADOOP_USER_NAME = "HADOOP_USER_NAME";
 
   private TaskExecutor() {}
 
@@ -116,7 +117,13 @@ public final class TaskExecutor {
     Gang gang = job.gang().formed(addresses);
     Path containerDir = Path.of("").toAbsolutePath(); // where YARN put the shipped files
     Path workDir = Files.createTempDirectory(containerDir, "muster-work-");
-    Map<String, String> env = new LinkedHashMap<>(job.environment());
+    Map<String, String> env = new LinkedHashMap<>();
+    // Without Kerberos a Hadoop client is whoever HADOOP_USER_NAME (else the OS) says; the container's
+    // process may belong to the NodeManager's user, so name the submitting user (Kerberos ignores it).
+    Optional.ofNullable(System.getenv(ApplicationConstants.Environment.USER.name()))
+        .filter(user -> System.getenv(HADOOP_USER_NAME) == null)
+        .ifPresent(user -> env.put(HADOOP_USER_NAME, user));
+    env.putAll(job.environment());
     env.putAll(TaskEnvironment.of(gang, member, attempt, gpus(job.resources().get(type).gpus()), workDir,
         job.outputDir(), token));
     PrintStream out = System.out;

@@ -17,6 +17,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.PrivilegedExceptionAction;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -28,6 +29,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Stream;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
@@ -228,6 +230,35 @@ class YarnJobsTest {
     assertEquals(2, printed.stream().filter(l -> l.equals("from the archive")).count(), printed.toString());
     FileSystem fs = FileSystem.get(local.configuration());
     assertFalse(fs.exists(MusterClient.stagingDir(fs, id.toString())), "the master deleted the staged files");
+  }
+
+  @Test
+  void tasksAndTheMasterUseHdfsAsTheSubmittingUserNotTheNodeManagers() throws Exception {
+    FileSystem superuser = FileSystem.get(local.configuration());
+    for (String home : List.of("/user/carol", "/jobs/carol")) {
+      superuser.mkdirs(new org.apache.hadoop.fs.Path(home));
+      superuser.setOwner(new org.apache.hadoop.fs.Path(home), "carol", null);
+    }
+    String out = local.configuration().get("fs.defaultFS") + "/jobs/carol";
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    YarnJob job = job(GangSpec.workers(1), "cat shipped.txt && " + java + " -Xmx128m -cp " + local.confDir() + ":"
+        + System.getProperty("java.class.path") + " " + YarnTokensTask.class.getName(), 256, 1, Duration.ofMinutes(2))
+        .withOutputDir(out)
+        .withShipped(List.of(YarnJob.Shipped.parse(Files.writeString(dir.resolve("shipped.txt"), "x\n").toString(),
+            false)));
+    UserGroupInformation carol = UserGroupInformation.createRemoteUser("carol");
+
+    ApplicationReport report = carol.doAs((PrivilegedExceptionAction<ApplicationReport>) () -> {
+      try (MusterClient asCarol = new MusterClient(local.configuration())) {
+        return asCarol.follow(asCarol.submit(job), LIMIT, line -> { });
+      }
+    });
+
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    assertEquals("carol", superuser.getFileStatus(new org.apache.hadoop.fs.Path(out, "worker-0")).getOwner(),
+        "the task wrote as the submitting user, though its process is the NodeManager's user's");
+    assertFalse(superuser.exists(new org.apache.hadoop.fs.Path("/user/carol/.muster/" + report.getApplicationId())),
+        "the master deleted carol's staged files");
   }
 
   @Test

@@ -10,11 +10,11 @@ import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
 
 /**
- * A YARN task's command that shows what its container was given to reach a Kerberos cluster: it
+ * A YARN task's command that shows what its container was given to reach the cluster's HDFS: it
  * writes the kinds of the tokens in its credentials file, sorted and comma-separated, to
- * {@code MUSTER_OUTPUT_DIR/<type>-<index>} on HDFS, which it can reach only with those tokens (it
- * has no Kerberos ticket). Its class path starts with the cluster's configuration directory, as a
- * node's does.
+ * {@code MUSTER_OUTPUT_DIR/<type>-<index>} on HDFS, as whichever user its Hadoop client is (on a
+ * Kerberos cluster it has no ticket, only those tokens). Its class path starts with the cluster's
+ * configuration directory, as a node's does.
  */
 public final class YarnTokensTask {
   private YarnTokensTask() {}
