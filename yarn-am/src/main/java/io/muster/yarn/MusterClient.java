@@ -52,7 +52,8 @@ import org.apache.hadoop.yarn.util.ConverterUtils;
  * directories) is either used where it is, which is right when every NodeManager sees the same
  * paths (an in-process cluster, a shared installation), or staged: each entry copied once, by
  * content, to {@code <home>/.muster/lib/} on the cluster's file system and localized into every
- * container, so later submissions upload nothing that has not changed.
+ * container, so later submissions upload nothing that has not changed. On a Kerberos cluster it
+ * needs this user's ticket, and gives the job delegation tokens in its place.
  */
 public final class MusterClient implements AutoCloseable {
 
