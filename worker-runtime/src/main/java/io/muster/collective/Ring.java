@@ -457,15 +457,20 @@ final class Ring implements AutoCloseable {
     if (failure.get() != null) {
       return failure(e);
     }
-    return failSeen(doing + " failed: " + cause(e), brokenUnlessInterrupted(e, peer), e);
+    return failSeen(doing + " failed: " + cause(e, peer), brokenUnlessInterrupted(e, peer), e);
   }
 
   /** What went wrong, in words; an interrupt means this task itself was stopped, not its peer. */
-  private String cause(IOException e) {
+  private String cause(IOException e, TaskId peer) {
     if (interrupted(e)) {
       return "this task's thread was interrupted (the task was killed or cancelled)";
     }
-    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+    String message = e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+    // the words the kernel has for a peer that closed its end: say what they mean
+    if (message.equals("Broken pipe") || message.startsWith("Connection reset")) {
+      return "the connection was closed; " + peer + " has died or left the job (" + message + ")";
+    }
+    return message;
   }
 
   private static boolean interrupted(IOException e) {

@@ -285,6 +285,18 @@ class CollectivesTest {
   }
 
   @Test
+  void aRankWhoseNextRankHasGoneSaysItHasDiedOrLeftAndNotJustBrokenPipe() throws Exception {
+    try (LocalCollectives group = new LocalCollectives(3, Duration.ofSeconds(30))) {
+      group.rank(1).close(); // its sockets close, as when its process dies; rank 2 stays, silent
+      // 16 MiB: more than the socket buffers take, so rank 0's writes to rank 1 meet the closed end
+      CollectiveException e = assertThrows(CollectiveException.class,
+          () -> group.rank(0).allReduce(new float[4 << 20], ReduceOp.SUM));
+      assertTrue(e.getMessage().contains("sending to worker 1 failed: the connection was closed; worker 1 has died or "
+          + "left the job ("), e.getMessage());
+    }
+  }
+
+  @Test
   void aRankWhoseThreadIsInterruptedFailsSayingSoAndTellsTheOthers() throws Exception {
     try (LocalCollectives group = new LocalCollectives(2, Duration.ofSeconds(30))) {
       CompletableFuture<Thread> waiting = new CompletableFuture<>();
