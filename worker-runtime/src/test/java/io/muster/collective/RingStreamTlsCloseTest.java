@@ -1,0 +1,97 @@
+package io.muster.collective;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.muster.cluster.HostPort;
+import io.muster.rpc.TlsContexts;
+import io.muster.rpc.TlsFiles;
+import io.muster.testing.SelfSignedCertificate;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import javax.net.ssl.SSLContext;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Closing a written TLS stream delivers what its pump still holds: a collective returns once its
+ * last bytes are handed to the pump, and the ring may be closed right after (the end of a job).
+ */
+class RingStreamTlsCloseTest {
+
+  private static final int TOTAL = 16 << 20;
+
+  @Test
+  void closingAWrittenTlsStreamRightAfterTheLastWriteLosesNoByte() throws Exception {
+    SelfSignedCertificate cert = SelfSignedCertificate.create(Path.of("target", "ring-tls-close"));
+    SSLContext context = TlsContexts.of(new TlsFiles(cert.certificate(), cert.privateKey(), cert.certificate()));
+    try (ServerSocketChannel server = ServerSocketChannel.open()) {
+      server.bind(new InetSocketAddress("127.0.0.1", 0));
+      int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+      CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
+        try {
+          return RingStream.tlsServer(server.accept(), context, new byte[0]);
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      });
+      RingStream written = RingStream.tlsClient(SocketChannel.open(new InetSocketAddress("127.0.0.1", port)), context,
+          new HostPort("127.0.0.1", port));
+      RingStream read = accepted.get(10, TimeUnit.SECONDS);
+      // as the ring's token handshake does: the accepting side answers, and the dialling side reads
+      // the answer (and with it TLS 1.3's session tickets, which left unread would turn the close
+      // into a reset)
+      read.out().write(0);
+      read.out().flush();
+      assertEquals(0, written.in().read());
+      written.start(true, "test-tls-send", () -> { });
+      read.start(false, "test-tls-receive", () -> { });
+      // a slow reader (64 KiB a millisecond), so that the written stream's pump is full when the
+      // writer hands it its last bytes and closes
+      CompletableFuture<Long> reader = CompletableFuture.supplyAsync(() -> {
+        ByteBuffer into = ByteBuffer.allocate(64 << 10);
+        long total = 0;
+        try {
+          while (true) {
+            into.clear();
+            long n = read.read(new ByteBuffer[] {into}, true);
+            if (n < 0) {
+              return total;
+            }
+            for (int i = 0; i < n; i++) {
+              if (into.get(i) != (byte) (total + i)) {
+                throw new IllegalStateException("byte " + (total + i) + " is wrong");
+              }
+            }
+            total += n;
+            Thread.sleep(1);
+          }
+        } catch (Exception e) {
+          return total; // a reset: what arrived before it
+        } finally {
+          try {
+            read.close();
+          } catch (Exception ignored) {
+            // the test's verdict is the count
+          }
+        }
+      });
+      ByteBuffer data = ByteBuffer.allocate(TOTAL);
+      for (int i = 0; i < TOTAL; i++) {
+        data.put(i, (byte) i);
+      }
+      ByteBuffer[] buffers = {data};
+      while (data.hasRemaining()) {
+        if (written.write(buffers) == 0) {
+          Thread.sleep(0, 200_000);
+        }
+      }
+      written.close();
+
+      assertEquals(TOTAL, reader.get(30, TimeUnit.SECONDS), "every byte handed to the written stream arrived");
+    }
+  }
+}
