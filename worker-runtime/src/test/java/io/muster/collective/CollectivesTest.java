@@ -13,6 +13,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -250,6 +252,46 @@ class CollectivesTest {
       assertEquals(Collectives.Algorithm.GATHER, c.algorithm(64 << 10));
       assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
       assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+    }
+  }
+
+  /**
+   * Rank 0's writes stop when the socket buffers are full, in the middle of a frame, because rank 1
+   * has not called the all-reduce yet; an abort then completes that frame (with zeros) before its
+   * ABORT frame, so rank 1, which starts reading meanwhile, fails with the abort's words and not as
+   * if the abort's bytes were data.
+   */
+  @Test
+  void anAbortWhileAFrameIsHalfWrittenReachesTheNextRankAsTheAbort() throws Exception {
+    ExecutorService threads = Executors.newFixedThreadPool(2); // not the common pool: one thread on 2 cores
+    // allocated first: allocating 64 MiB of direct memory can take longer than the abort's 200 ms
+    ByteBuffer data0 = ByteBuffer.allocateDirect(64 << 20).order(ByteOrder.LITTLE_ENDIAN);
+    ByteBuffer data1 = ByteBuffer.allocateDirect(64 << 20).order(ByteOrder.LITTLE_ENDIAN);
+    try (LocalCollectives group = new LocalCollectives(2, Duration.ofSeconds(30))) {
+      CompletableFuture<String> rank0 = CompletableFuture.supplyAsync(() -> failureOf(group.rank(0), data0), threads);
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(500)); // rank 0 is blocked in a write by now
+      CompletableFuture<String> rank1 = CompletableFuture.supplyAsync(() -> {
+        LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50)); // within the abort's 200 ms
+        return failureOf(group.rank(1), data1);
+      }, threads);
+      group.rank(0).abort("stopped by the test");
+
+      assertTrue(rank1.get(10, TimeUnit.SECONDS).startsWith("Collective ops is aborted by: stopped by the test"),
+          rank1.get());
+      assertTrue(rank0.get(10, TimeUnit.SECONDS).startsWith("Collective ops is aborted by: stopped by the test"),
+          rank0.get());
+    } finally {
+      threads.shutdownNow();
+    }
+  }
+
+  /** What an all-reduce of {@code data} fails with. */
+  private static String failureOf(Collectives rank, ByteBuffer data) {
+    try {
+      rank.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
+      return "no failure";
+    } catch (CollectiveException e) {
+      return e.getMessage();
     }
   }
 
