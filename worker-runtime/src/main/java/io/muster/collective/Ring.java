@@ -608,8 +608,13 @@ final class Ring implements AutoCloseable {
 
   @Override
   public void close() {
-    closeQuietly(toNext);
+    // the read stream first: the previous rank's written stream waits for this end to close
     closeQuietly(fromPrev);
+    try {
+      toNext.closeAfterPeer();
+    } catch (IOException e) {
+      log.debug("closing the collective stream to {}: {}", nextTask, e.toString());
+    }
   }
 
   private static void closeQuietly(RingStream stream) {

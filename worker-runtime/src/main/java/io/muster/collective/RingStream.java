@@ -188,6 +188,27 @@ final class RingStream {
     return e;
   }
 
+  private void awaitPeerClose(long deadlineNanos) throws IOException {
+    socket.shutdownOutput(); // after the bytes written so far; no close_notify (see the class comment)
+    java.net.Socket raw = socket.socket();
+    InputStream in = raw.getInputStream();
+    byte[] dropped = new byte[4096];
+    while (true) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
+      if (left <= 0) {
+        return;
+      }
+      raw.setSoTimeout((int) left);
+      try {
+        if (in.read(dropped) < 0) {
+          return;
+        }
+      } catch (java.net.SocketTimeoutException e) {
+        return;
+      }
+    }
+  }
+
   /** Stops reading without resetting the connection; a blocked read ends with the end of the stream. */
   void shutdownInput() throws IOException {
     socket.shutdownInput();
@@ -199,9 +220,28 @@ final class RingStream {
    * peer is still reading).
    */
   void close() throws IOException {
+    close(false);
+  }
+
+  /**
+   * As {@link #close}, and a written TLS stream then ends its output and waits, within the same
+   * {@link #CLOSE_FLUSH}, for the peer to close its end, dropping what the peer sends meanwhile:
+   * TLS 1.3's answers to key updates (the JDK asks for one every 2^37 bytes). A socket closed
+   * with bytes unread resets the connection, and the reset loses what is still on its way to the
+   * peer. The end of a ring, whose ranks close their read streams first.
+   */
+  void closeAfterPeer() throws IOException {
+    close(true);
+  }
+
+  private void close(boolean afterPeer) throws IOException {
+    long deadline = System.nanoTime() + CLOSE_FLUSH.toNanos();
     try {
       if (pump != null && outbound) {
-        flush(System.nanoTime() + CLOSE_FLUSH.toNanos());
+        flush(deadline);
+        if (afterPeer) {
+          awaitPeerClose(deadline);
+        }
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
