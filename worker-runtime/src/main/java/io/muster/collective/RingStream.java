@@ -5,6 +5,8 @@ import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.util.concurrent.TimeUnit;
@@ -188,27 +190,6 @@ final class RingStream {
     return e;
   }
 
-  private void awaitPeerClose(long deadlineNanos) throws IOException {
-    socket.shutdownOutput(); // after the bytes written so far; no close_notify (see the class comment)
-    java.net.Socket raw = socket.socket();
-    InputStream in = raw.getInputStream();
-    byte[] dropped = new byte[4096];
-    while (true) {
-      long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
-      if (left <= 0) {
-        return;
-      }
-      raw.setSoTimeout((int) left);
-      try {
-        if (in.read(dropped) < 0) {
-          return;
-        }
-      } catch (java.net.SocketTimeoutException e) {
-        return;
-      }
-    }
-  }
-
   /** Stops reading without resetting the connection; a blocked read ends with the end of the stream. */
   void shutdownInput() throws IOException {
     socket.shutdownInput();
@@ -251,6 +232,28 @@ final class RingStream {
     } finally {
       if (pump != null) {
         pump.thread.interrupt();
+      }
+    }
+  }
+
+  /** Ends the output, then drops what arrives until the peer closes its end or the deadline passes. */
+  private void awaitPeerClose(long deadlineNanos) throws IOException {
+    socket.shutdownOutput(); // after the bytes written so far; no close_notify (see the class comment)
+    Socket raw = socket.socket();
+    InputStream in = raw.getInputStream();
+    byte[] dropped = new byte[4096];
+    while (true) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
+      if (left <= 0) {
+        return;
+      }
+      raw.setSoTimeout((int) left);
+      try {
+        if (in.read(dropped) < 0) {
+          return;
+        }
+      } catch (SocketTimeoutException e) {
+        return;
       }
     }
   }

@@ -124,7 +124,11 @@ class RingStreamTlsCloseTest {
         data.put(i, (byte) i);
       }
       ByteBuffer[] buffers = {data};
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (data.hasRemaining()) {
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException("the reader took " + data.position() + " of " + TOTAL + " bytes in 30 s");
+        }
         if (written.write(buffers) == 0) {
           Thread.sleep(0, 200_000);
         }
