@@ -32,15 +32,18 @@ import org.slf4j.LoggerFactory;
  * The link between the tasks of an external-command run and the driver. The driver listens on one
  * TCP port; every task connects, presents the job token and its task name, then sends
  * {@code task TAB stream TAB text} lines with its command's output (Spark leaves it in each
- * executor's stderr otherwise) and {@code task TAB EXIT TAB code} when the command has exited.
+ * executor's stderr otherwise) and {@code task TAB EXIT TAB code [TAB story]} when the command has
+ * exited, the story saying in the task's words how it failed (the stderr tail included).
  * The driver applies the launch core's {@link EndOfJob} rule to the exits, and when every tracked
  * task has exited 0 it sends {@code END} to the untracked tasks still running (the ps tasks of a
  * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
  * commands. When the gang fails (a command exits non-zero, or a task's link closes before its
- * command's exit was reported: the task failed or was killed) it sends {@code FAILED TAB reason}
- * to every other task at once, which then ends its command with the failure grace period instead
- * of waiting for Spark's abort of the stage. Output streaming is best effort (a task that cannot reach the driver logs the lines in
- * its executor's log); an untracked task cannot run without the link.
+ * command's exit was reported: the task failed or was killed) it sends
+ * {@code FAILED TAB own|retryable TAB reason} to every other task at once, which then ends its
+ * command with the failure grace period instead of waiting for Spark's abort of the stage, and
+ * fails with the first task's story and the same verdict on a retry. Multi-line texts travel with
+ * their line breaks escaped. Output streaming is best effort (a task that cannot reach the driver
+ * logs the lines in its executor's log); an untracked task cannot run without the link.
  */
 final class CommandLogs {
   static final Logger log = LoggerFactory.getLogger(CommandLogs.class);
@@ -49,8 +52,36 @@ final class CommandLogs {
   private static final String EXIT = "EXIT";
   private static final String END = "END";
   private static final String FAILED = "FAILED";
+  private static final String OWN = "own";
+  private static final String RETRYABLE = "retryable";
 
   private CommandLogs() {}
+
+  /**
+   * Why the gang failed, as the driver tells the tasks: the first failure's story, and whether it
+   * was the user's own (a re-run would repeat it) or may be retried.
+   */
+  record GangFailed(String reason, boolean usersOwn) {}
+
+  /** {@code text} on one line: backslashes and line breaks escaped. */
+  static String escape(String text) {
+    return text.replace("\\", "\\\\").replace("\n", "\\n");
+  }
+
+  /** What {@link #escape} was given. */
+  static String unescape(String line) {
+    StringBuilder text = new StringBuilder(line.length());
+    for (int i = 0; i < line.length(); i++) {
+      char c = line.charAt(i);
+      if (c == '\\' && i + 1 < line.length()) {
+        char next = line.charAt(++i);
+        text.append(next == 'n' ? '\n' : next);
+      } else {
+        text.append(c);
+      }
+    }
+    return text.toString();
+  }
 
   /** The default sink on the driver: {@code [worker 2] text} at INFO. */
   static void toLog(CommandLine line) {
@@ -71,7 +102,7 @@ final class CommandLogs {
     /** Tasks whose command's exit was reported; guarded by {@code this}. */
     private final Set<TaskId> exitReported = new HashSet<>();
     /** Why the gang failed, once it has; guarded by {@code this}. */
-    private String gangFailure;
+    private GangFailed gangFailure;
 
     private Receiver(ServerSocket socket, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
         GangSpec gang) {
@@ -135,7 +166,8 @@ final class CommandLogs {
             continue;
           }
           if (parts[1].equals(EXIT)) {
-            exited(task, Integer.parseInt(parts[2]));
+            String[] exit = parts[2].split("\t", 2);
+            exited(task, Integer.parseInt(exit[0]), exit.length == 2 ? unescape(exit[1]) : "");
           } else {
             sink.accept(new CommandLine(parts[0], TaskProcess.Stream.valueOf(parts[1]), parts[2]));
           }
@@ -160,7 +192,7 @@ final class CommandLogs {
     private synchronized void register(TaskId task, Writer out) {
       tasks.put(task, out);
       if (gangFailure != null) {
-        send(task, out, FAILED + "\t" + gangFailure);
+        sendFailure(task, out, gangFailure);
       } else if (endRequested.remove(task)) {
         sendEnd(task, out);
       }
@@ -170,31 +202,37 @@ final class CommandLogs {
     private synchronized void linkClosed(TaskId task) {
       tasks.remove(task);
       if (!exitReported.contains(task) && endOfJob.verdict() instanceof EndOfJob.Running) {
-        gangFailed(task + "'s task ended before its command's exit was reported (the task failed or was killed)");
+        gangFailed(new GangFailed(task + "'s task ended before its command's exit was reported (the task failed or "
+            + "was killed)", false));
       }
     }
 
     /** Tells every task still running that the gang has failed, and the tasks that connect later. */
-    private void gangFailed(String reason) {
+    private void gangFailed(GangFailed failure) {
       if (gangFailure != null) {
         return;
       }
-      gangFailure = reason;
+      gangFailure = failure;
       // The driver's one failure line names the failure; this is for the debug log.
-      log.debug("the gang has failed: {}; ending the other tasks' commands", reason);
-      tasks.forEach((task, out) -> send(task, out, FAILED + "\t" + reason));
+      log.debug("the gang has failed: {}; ending the other tasks' commands", failure.reason());
+      tasks.forEach((task, out) -> sendFailure(task, out, failure));
     }
 
-    private synchronized void exited(TaskId task, int code) {
+    private static void sendFailure(TaskId task, Writer out, GangFailed failure) {
+      send(task, out, FAILED + "\t" + (failure.usersOwn() ? OWN : RETRYABLE) + "\t" + escape(failure.reason()));
+    }
+
+    /** A task's command exited with {@code code}; {@code story} is the task's account of a failure. */
+    private synchronized void exited(TaskId task, int code, String story) {
       exitReported.add(task);
       EndOfJob.Verdict before = endOfJob.verdict();
       EndOfJob.Verdict verdict = endOfJob.exited(task, code);
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Failed failed) {
-        // A command's own exit code fails the run without a retry; the other tasks' errors quote the
-        // reason, so the driver recognises it whichever task's failure Spark reports first.
+        // A command's own exit code fails the run without a retry; the other tasks fail with the same
+        // story and verdict, so the driver tells it whichever task's failure Spark reports first.
         boolean own = failed.exitCode() <= 128 && failed.exitCode() != ExternalCommand.EX_TEMPFAIL;
-        gangFailed(failed.task() + "'s command exited with code " + failed.exitCode()
-            + (own ? " (" + UsersFailureException.class.getName() + ": the command's own failure)" : ""));
+        gangFailed(new GangFailed(failed.task().equals(task) && !story.isEmpty() ? story
+            : failed.task() + "'s command exited with code " + failed.exitCode(), own));
       }
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
         log.info("every tracked task has finished; ending {}", done.toEnd());
@@ -249,8 +287,8 @@ final class CommandLogs {
     private Writer out;
     private boolean endRequested;
     private Runnable onEnd;
-    private String gangFailure;
-    private java.util.function.Consumer<String> onGangFailure;
+    private GangFailed gangFailure;
+    private Consumer<GangFailed> onGangFailure;
 
     private Sender(TaskId task) {
       this.task = task;
@@ -295,20 +333,17 @@ final class CommandLogs {
       action.run();
     }
 
-    /**
-     * Runs {@code action} with the reason when the driver says the gang has failed (at once if it
-     * already has).
-     */
-    void onGangFailure(java.util.function.Consumer<String> action) {
-      String reason;
+    /** Runs {@code action} when the driver says the gang has failed (at once if it already has). */
+    void onGangFailure(Consumer<GangFailed> action) {
+      GangFailed failure;
       synchronized (this) {
         if (gangFailure == null) {
           onGangFailure = action;
           return;
         }
-        reason = gangFailure;
+        failure = gangFailure;
       }
-      action.accept(reason);
+      action.accept(failure);
     }
 
     private void listen(Socket socket) {
@@ -316,15 +351,16 @@ final class CommandLogs {
         BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
-          if (line.startsWith(FAILED + "\t")) {
-            String reason = line.substring(FAILED.length() + 1);
-            java.util.function.Consumer<String> action;
+          String[] parts = line.split("\t", 3);
+          if (parts.length == 3 && parts[0].equals(FAILED)) {
+            GangFailed failure = new GangFailed(unescape(parts[2]), parts[1].equals(OWN));
+            Consumer<GangFailed> action;
             synchronized (this) {
-              gangFailure = reason;
+              gangFailure = failure;
               action = onGangFailure;
             }
             if (action != null) {
-              action.accept(reason);
+              action.accept(failure);
             }
           } else if (line.equals(END)) {
             Runnable action;
@@ -350,9 +386,9 @@ final class CommandLogs {
       toLog(new CommandLine(task.toString(), stream, text));
     }
 
-    /** Tells the driver the command exited with {@code code}. */
-    synchronized void exited(int code) {
-      send(EXIT, Integer.toString(code));
+    /** Tells the driver the command exited with {@code code}; {@code story} says how it failed (or is empty). */
+    synchronized void exited(int code, String story) {
+      send(EXIT, story.isEmpty() ? Integer.toString(code) : code + "\t" + escape(story));
     }
 
     private boolean send(String kind, String text) {

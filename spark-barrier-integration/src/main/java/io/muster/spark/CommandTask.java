@@ -123,13 +123,13 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     String name = task.toString();
     log.info("{}: starting {} (attempt {})", name, command, attempt);
     AtomicBoolean endedByDriver = new AtomicBoolean();
-    AtomicReference<String> gangFailure = new AtomicReference<>();
+    AtomicReference<CommandLogs.GangFailed> gangFailure = new AtomicReference<>();
     try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), driver,
         command.stderrTailLines(), command.gracePeriod(), command.failureGracePeriod(), Optional.of(workDir));
         KillWatch watch = new KillWatch(ctx, () -> {
           String reason = String.valueOf(ctx.getKillReason().getOrElse(() -> "killed"));
           if (reason.contains("barrier stage")) { // Spark's words when another task of the stage failed
-            gangFailure.compareAndSet(null, "Spark killed the task: " + reason);
+            gangFailure.compareAndSet(null, new CommandLogs.GangFailed("Spark killed the task: " + reason, false));
             process.endAfterFailure();
           } else {
             process.close();
@@ -141,10 +141,10 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
           process.close();
         });
       }
-      driver.onGangFailure(reason -> {
+      driver.onGangFailure(failure -> {
         // A command that already ended (its own failure, as every `false` of a gang) keeps its own story.
         if (process.isAlive()) {
-          gangFailure.compareAndSet(null, reason);
+          gangFailure.compareAndSet(null, failure);
           process.endAfterFailure();
         }
       });
@@ -155,18 +155,22 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
             + command.timeout().orElseThrow() + " and was ended" + tail(process));
       }
       int code = exit.get();
-      driver.exited(code);
+      CommandLogs.GangFailed failedGang = gangFailure.get();
+      if (code != 0 && failedGang != null) {
+        driver.exited(code, "");
+        // The first failure's story, with its verdict: the driver tells that whichever task's failure Spark reports.
+        String failure = name + ": `" + command + "` was ended (exit code " + code + ") because the gang failed: "
+            + failedGang.reason();
+        throw failedGang.usersOwn() ? new UsersFailureException(failure) : new IllegalStateException(failure);
+      }
+      String failure = code == 0 ? "" : name + ": `" + command + "` exited with code " + code
+          + (code > 128 ? " (killed by signal " + (code - 128) + ")" : "") + tail(process);
+      driver.exited(code, failure);
       if (endedByDriver.get()) {
         log.info("{}: ended {}: every tracked task has finished", name, command);
         return Optional.empty();
       }
-      if (gangFailure.get() != null && code != 0) {
-        throw new IllegalStateException(name + ": `" + command + "` was ended (exit code " + code + ") because the "
-            + "gang failed: " + gangFailure.get());
-      }
       if (code != 0) {
-        String failure = name + ": `" + command + "` exited with code " + code
-            + (code > 128 ? " (killed by signal " + (code - 128) + ")" : "") + tail(process);
         // Killed by a signal, or asking for a re-run (sysexits' EX_TEMPFAIL): the driver may retry.
         // Any other code is the command's own answer, which a re-run would repeat.
         throw code > 128 || code == ExternalCommand.EX_TEMPFAIL ? new IllegalStateException(failure)

@@ -12,11 +12,14 @@ import java.util.regex.Pattern;
  * that came with it (a command's stderr tail); no stack frames. Spark's own message says only that
  * a barrier task "finished unsuccessfully", and the task it reports is often a peer that was
  * aborted because of the first one: the abort reason the peers quote ({@code aborted by: worker 1
- * failed: …}) names the first.
+ * failed: …}), or the first command's story they quote ({@code because the gang failed: worker 1:
+ * `false` exited with code 1…}), names the first.
  */
 final class GangFailure {
   private static final Pattern ABORTED_BY =
       Pattern.compile("aborted by: ((?:chief|worker|ps|evaluator) \\d+) failed: (?:[a-z_][\\w$]*\\.)*([A-Z][\\w$]*): (.*)");
+  private static final Pattern GANG_FAILED =
+      Pattern.compile("because the gang failed: ((?:chief|worker|ps|evaluator) \\d+\\b.*)");
   private static final Pattern RESULT_TASK = Pattern.compile("ResultTask\\(\\d+, (\\d+)\\)");
   private static final Pattern EXCEPTION_LINE = Pattern.compile("(?:[a-z_][\\w$]*\\.)+([A-Z][\\w$]*): (.*)");
 
@@ -33,6 +36,10 @@ final class GangFailure {
       Matcher exception = EXCEPTION_LINE.matcher(lines.get(i));
       if (!exception.matches()) {
         continue;
+      }
+      Matcher gangFailed = GANG_FAILED.matcher(exception.group(2));
+      if (gangFailed.find()) { // a peer's command ended because of the first failure, whose story it quotes
+        return describe(gangFailed.group(1), lines.subList(i + 1, lines.size()));
       }
       String member = null;
       String type = exception.group(1);
@@ -53,12 +60,15 @@ final class GangFailure {
       if (member != null && !said.startsWith(member + ":") && !said.startsWith(member + " ")) {
         said = member + ": " + said;
       }
-      List<String> out = new ArrayList<>(List.of(said));
-      for (int j = i + 1; j < lines.size() && lines.get(j).startsWith("  "); j++) {
-        out.add(lines.get(j));
-      }
-      return String.join("\n", out);
+      return describe(said, lines.subList(i + 1, lines.size()));
     }
     return lines.get(0);
+  }
+
+  /** {@code first}, then the indented lines at the start of {@code following}. */
+  private static String describe(String first, List<String> following) {
+    List<String> out = new ArrayList<>(List.of(first));
+    following.stream().takeWhile(line -> line.startsWith("  ")).forEach(out::add);
+    return String.join("\n", out);
   }
 }

@@ -12,7 +12,9 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The driver's log receiver over real sockets on 127.0.0.1. */
@@ -39,5 +41,26 @@ class CommandLogsTest {
     }
     assertEquals(List.of(new CommandLine("worker 1", Stream.STDOUT, "first\twith a tab"),
         new CommandLine("worker 1", Stream.STDERR, "second")), received);
+  }
+
+  @Test
+  void theFirstFailuresStoryReachesTheOtherTasksWordForWordWithItsVerdict() throws Exception {
+    String story = "worker 0: `sh -c x` exited with code 3; the last 2 lines of its stderr:\n  C:\\new\\n\ttab\n  end";
+    assertEquals(new CommandLogs.GangFailed(story, true), failureTheOthersHear(3, story));
+    assertEquals(new CommandLogs.GangFailed("worker 0: killed", false), failureTheOthersHear(137, "worker 0: killed"));
+  }
+
+  /** What worker 1 hears from the driver when worker 0's command exits with {@code code}, telling {@code story}. */
+  private static CommandLogs.GangFailed failureTheOthersHear(int code, String story) throws Exception {
+    JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
+    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, line -> { },
+        GangSpec.workers(2));
+        CommandLogs.Sender first = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 0));
+        CommandLogs.Sender other = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 1))) {
+      CompletableFuture<CommandLogs.GangFailed> heard = new CompletableFuture<>();
+      other.onGangFailure(heard::complete);
+      first.exited(code, story);
+      return heard.get(10, TimeUnit.SECONDS);
+    }
   }
 }

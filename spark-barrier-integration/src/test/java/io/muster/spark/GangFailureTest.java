@@ -52,6 +52,18 @@ class GangFailureTest {
   }
 
   @Test
+  void aPeerEndedBecauseOfTheFirstFailureTellsTheFirstsStory() {
+    assertEquals("worker 0: `sh -c x` exited with code 3; the last 2 lines of its stderr:\n  boom 1\n  boom 2",
+        describe(1, "io.muster.spark.UsersFailureException: worker 1: `sh -c x` was ended (exit code 143) because the "
+            + "gang failed: worker 0: `sh -c x` exited with code 3; the last 2 lines of its stderr:\n  boom 1\n  boom 2",
+            GangSpec.workers(2)));
+    assertEquals("worker 0's task ended before its command's exit was reported (the task failed or was killed)",
+        describe(1, "java.lang.IllegalStateException: worker 1: `false` was ended (exit code 1) because the gang "
+            + "failed: worker 0's task ended before its command's exit was reported (the task failed or was killed)",
+            GangSpec.workers(2)));
+  }
+
+  @Test
   void withoutAnExceptionInItTheFirstLineIsKept() {
     assertEquals("Job aborted due to stage failure: Task 0 in stage 3.0 was killed (executor lost)",
         GangFailure.describe(new SparkException("Job aborted due to stage failure: Task 0 in stage 3.0 was killed "
