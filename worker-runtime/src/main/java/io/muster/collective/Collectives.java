@@ -6,6 +6,7 @@ import io.muster.rpc.BindAddresses;
 import io.muster.rpc.Security;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -15,18 +16,20 @@ import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * All-reduce, all-gather and broadcast over the chief and workers of a job, ranked by
- * {@code id_in_cluster}, on TensorFlow's ring algorithms.
+ * {@code id_in_cluster}, on TensorFlow's ring algorithms, and for small all-reduces on 4, 8, 16...
+ * ranks on Open MPI's choice for them, recursive doubling.
  *
  * <p>Every rank must call the same collectives in the same order with the same sizes (all-gather
  * contributions may differ in length); a rank that does not is detected and the group fails. Calls
- * block until this rank has its result, and every rank gets bitwise-identical results: each chunk
- * is reduced in one fixed order around the ring, finished on one rank, and copied to the others.
+ * block until this rank has its result, and every rank gets bitwise-identical results: each element
+ * is reduced in one order fixed by the rank count and the size, the same on every rank.
  * A group fails when a peer dies (at once: its stream closes), when no data arrives for the
  * timeout, or when {@link #abort} is called (the strategy calls it when the coordination service
  * declares a task failed); the failure reaches every rank, and every later call throws the
@@ -36,7 +39,7 @@ public final class Collectives implements AutoCloseable {
 
   /**
    * How an all-reduce moves its data, chosen by its size (so every rank chooses the same).
-   * Both give every rank the same bits, each element reduced in one order fixed by the rank count.
+   * Each gives every rank the same bits, each element reduced in one order fixed by the rank count.
    */
   public enum Algorithm {
     /**
@@ -49,7 +52,14 @@ public final class Collectives implements AutoCloseable {
      * chunk is reduced in one fixed order around the ring, finished on one rank and copied to the
      * others. Fewest bytes: for large buffers.
      */
-    RING
+    RING,
+    /**
+     * log2(n) steps (n a power of two): exchange the whole buffer with the rank at distance 1, 2,
+     * 4..., each pair over streams of its own, and combine the two, the lower rank's first; ranks
+     * ((0 1) (2 3)) ... Fewest steps, and pairs that move at once: for small buffers on 4 or more
+     * ranks. Measured on 4 ranks on 2 cores: about twice as fast as the gather, in C as in Java.
+     */
+    RECURSIVE_DOUBLING
   }
 
   /**
@@ -62,6 +72,12 @@ public final class Collectives implements AutoCloseable {
 
   private final CollectiveGroup group;
   private final Ring ring;
+  /** With 4, 8, 16... ranks: the streams to the rank at distance 1, 2, 4..., as rings of two; else empty. */
+  private final List<Ring> partners;
+  /** {@link #ring} and the partners: a failure of one fails all. */
+  private final List<Ring> rings;
+  /** The ring the current collective waits on, which the watchdog blames for a silence. */
+  private volatile Ring waitingOn;
   private final Duration timeout;
   private final ScheduledExecutorService watchdog;
   private ByteBuffer work = ByteBuffer.allocateDirect(0);
@@ -69,13 +85,22 @@ public final class Collectives implements AutoCloseable {
   private int seq;
   private volatile String currentOp;
 
-  private Collectives(CollectiveGroup group, Ring ring, Duration timeout) {
+  private Collectives(CollectiveGroup group, Ring ring, List<Ring> partners, Duration timeout) {
     this.group = group;
     this.ring = ring;
+    this.partners = List.copyOf(partners);
     this.timeout = timeout;
     if (ring == null) {
+      this.rings = List.of();
       this.watchdog = null;
       return;
+    }
+    List<Ring> all = new ArrayList<>(List.of(ring));
+    all.addAll(partners);
+    this.rings = List.copyOf(all);
+    this.waitingOn = ring;
+    for (Ring r : rings) {
+      r.onFailed(reason -> rings.forEach(other -> other.fail(reason, null)));
     }
     this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "muster-collective-watchdog-" + group.self().job() + "-" + group.self().index());
@@ -103,14 +128,30 @@ public final class Collectives implements AutoCloseable {
           + "running collectives on the RING implementation");
     }
     if (group.size() == 1) {
-      return new Collectives(group, null, timeout);
+      return new Collectives(group, null, List.of(), timeout);
     }
+    InetSocketAddress bind = BindAddresses.forHost(group.self(), new io.muster.cluster.HostPort(advertisedHost, 0));
+    List<Ring> opened = new ArrayList<>();
     try {
-      Ring ring = Ring.connect(group, name, advertisedHost,
-          BindAddresses.forHost(group.self(), new io.muster.cluster.HostPort(advertisedHost, 0)), agent, security, timeout);
-      return new Collectives(group, ring, timeout);
+      Ring ring = Ring.connect(group, name, advertisedHost, bind, agent, security, timeout, false);
+      opened.add(ring);
+      int n = group.size();
+      if (n >= 4 && Integer.bitCount(n) == 1) {
+        for (int distance = 1; distance < n; distance <<= 1) { // every rank in the same order: no one waits in a cycle
+          int low = Math.min(group.rank(), group.rank() ^ distance);
+          CollectiveGroup pair = new CollectiveGroup(List.of(group.member(low), group.member(low + distance)),
+              group.rank() == low ? 0 : 1);
+          opened.add(Ring.connect(pair, name + "/pair-" + low + "-" + (low + distance), advertisedHost, bind, agent,
+              security, timeout, ring.sharesCores()));
+        }
+      }
+      return new Collectives(group, ring, opened.subList(1, opened.size()), timeout);
     } catch (IOException e) {
+      opened.forEach(Ring::close);
       throw new UncheckedIOException(group.self() + " could not set up the collective ring: " + e.getMessage(), e);
+    } catch (RuntimeException e) {
+      opened.forEach(Ring::close);
+      throw e;
     }
   }
 
@@ -147,10 +188,10 @@ public final class Collectives implements AutoCloseable {
       if (group.size() == 1) {
         return;
       }
-      if (algorithm(buffer.remaining()) == Algorithm.GATHER) {
-        gatherReduce(mySeq, buffer, type, op);
-      } else {
-        ringReduce(mySeq, buffer, type, op);
+      switch (algorithm(buffer.remaining())) {
+        case GATHER -> gatherReduce(mySeq, buffer, type, op);
+        case RECURSIVE_DOUBLING -> recursiveDoubling(mySeq, buffer, type, op);
+        case RING -> ringReduce(mySeq, buffer, type, op);
       }
     } finally {
       end();
@@ -159,7 +200,33 @@ public final class Collectives implements AutoCloseable {
 
   /** The algorithm an all-reduce of {@code bytes} takes in this group. */
   public Algorithm algorithm(long bytes) {
-    return bytes <= GATHER_BYTES ? Algorithm.GATHER : Algorithm.RING;
+    if (bytes > GATHER_BYTES) {
+      return Algorithm.RING;
+    }
+    return partners.isEmpty() ? Algorithm.GATHER : Algorithm.RECURSIVE_DOUBLING;
+  }
+
+  /** {@link Algorithm#RECURSIVE_DOUBLING}: step k exchanges with the rank at distance 2^k, over partner ring k. */
+  private void recursiveDoubling(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
+    int bytes = buffer.remaining();
+    if (gathered.capacity() < bytes) {
+      gathered = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    ByteBuffer theirs = slice(gathered, 0, bytes);
+    int count = bytes / type.bytes();
+    for (int step = 0; step < partners.size(); step++) {
+      Ring partner = partners.get(step);
+      waitingOn = partner;
+      partner.transfer(mySeq, List.of(new Ring.Send(step, buffer, -1)), List.of(Ring.Receive.copy(step, theirs)),
+          currentOp);
+      // lower rank's values first: both partners compute the same bits
+      boolean lower = (group.rank() & (1 << step)) == 0;
+      Reductions.combine(type, op, buffer, 0, lower ? buffer : theirs, 0, lower ? theirs : buffer, 0, count);
+    }
+    waitingOn = ring;
+    if (op == ReduceOp.MEAN) {
+      Reductions.divide(type, buffer, 0, count, group.size());
+    }
   }
 
   /** {@link Algorithm#GATHER}: the other ranks' buffers arrive in {@code gathered}, then all n are combined in rank order. */
@@ -391,8 +458,13 @@ public final class Collectives implements AutoCloseable {
    * are known elsewhere already. The strategy reports it to the coordination service.
    */
   public void onFailure(BiConsumer<String, Optional<TaskId>> listener) {
-    if (ring != null) {
-      ring.onFailure((reason, peer) -> listener.accept(reason, Optional.ofNullable(peer)));
+    AtomicBoolean told = new AtomicBoolean(); // two of the rings may each see a failure first
+    for (Ring r : rings) {
+      r.onFailure((reason, peer) -> {
+        if (told.compareAndSet(false, true)) {
+          listener.accept(reason, Optional.ofNullable(peer));
+        }
+      });
     }
   }
 
@@ -409,9 +481,9 @@ public final class Collectives implements AutoCloseable {
   }
 
   private int begin(String what) {
-    if (ring != null) {
-      ring.check();
-      ring.lastProgressNanos = System.nanoTime();
+    for (Ring r : rings) {
+      r.check();
+      r.lastProgressNanos = System.nanoTime();
     }
     currentOp = what;
     return seq++;
@@ -423,12 +495,13 @@ public final class Collectives implements AutoCloseable {
 
   private void checkProgress() {
     String op = currentOp;
+    Ring waiting = waitingOn;
     if (op == null || ring.failed()) {
       return;
     }
-    long silent = System.nanoTime() - ring.lastProgressNanos;
+    long silent = System.nanoTime() - rings.stream().mapToLong(r -> r.lastProgressNanos).max().orElseThrow();
     if (silent > timeout.toNanos()) {
-      ring.failSeen(group.self() + ": " + op + " timed out: no data from " + ring.prev() + " for "
+      waiting.failSeen(group.self() + ": " + op + " timed out: no data from " + waiting.prev() + " for "
           + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout " + timeout + ")", null, null);
     }
   }
@@ -449,8 +522,6 @@ public final class Collectives implements AutoCloseable {
     if (watchdog != null) {
       watchdog.shutdownNow();
     }
-    if (ring != null) {
-      ring.close();
-    }
+    rings.forEach(Ring::close);
   }
 }

@@ -78,6 +78,8 @@ final class Ring implements AutoCloseable {
   private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final AtomicReference<String> failure = new AtomicReference<>();
   private volatile FailureListener listener;
+  /** Told of every failure of this ring, on the thread that failed it: the group fails its other rings with it. */
+  private volatile java.util.function.Consumer<String> onFailed = reason -> { };
   /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
   private volatile Seen firstSeen;
   private final AtomicBoolean told = new AtomicBoolean();
@@ -107,13 +109,13 @@ final class Ring implements AutoCloseable {
 
   private record Seen(String reason, TaskId peer) {}
 
-  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev, int ranksOnHost)
-      throws IOException {
+  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev,
+      boolean yieldWhilePolling) throws IOException {
     this.prevTask = prevTask;
     this.nextTask = nextTask;
     this.toNext = toNext;
     this.fromPrev = fromPrev;
-    this.yieldWhilePolling = ranksOnHost > Runtime.getRuntime().availableProcessors();
+    this.yieldWhilePolling = yieldWhilePolling;
     String name = self.job() + "-" + self.index();
     Runnable wake = () -> {
       Thread w = waiter;
@@ -128,10 +130,11 @@ final class Ring implements AutoCloseable {
   /**
    * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
    * the coordination service, connects to the next rank and accepts the previous one; over TLS
-   * when {@code security} has it.
+   * when {@code security} has it. {@code sharesCores}: more ranks of the job than this group's run
+   * on this host than it has cores, so that a rank polling for data yields its core.
    */
   static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
-      CoordinationAgent agent, Security security, Duration timeout) throws IOException {
+      CoordinationAgent agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
     JobToken token = security.token();
     Optional<SSLContext> tls = security.tls().map(TlsContexts::of);
     TaskId self = group.self();
@@ -174,7 +177,8 @@ final class Ring implements AutoCloseable {
             ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
           }
         }
-        Ring ring = new Ring(self, prev, next, toNext, fromPrev, ranksOnHost);
+        Ring ring = new Ring(self, prev, next, toNext, fromPrev,
+            sharesCores || ranksOnHost > Runtime.getRuntime().availableProcessors());
         log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
             group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
         return ring;
@@ -196,6 +200,20 @@ final class Ring implements AutoCloseable {
 
   TaskId prev() {
     return prevTask;
+  }
+
+  /** Whether a rank polling this ring yields its core: more ranks on this host than cores. */
+  boolean sharesCores() {
+    return yieldWhilePolling;
+  }
+
+  /** Sets what is told of every failure of this ring (its own, or passed on to it), once. */
+  void onFailed(java.util.function.Consumer<String> action) {
+    onFailed = action;
+    String reason = failure.get();
+    if (reason != null) {
+      action.accept(reason);
+    }
   }
 
   /** Sets the listener; when the ring has already failed here, it is told at once. */
@@ -560,6 +578,7 @@ final class Ring implements AutoCloseable {
     if (w != null && w != Thread.currentThread()) {
       LockSupport.unpark(w);
     }
+    onFailed.accept(reason);
     return true;
   }
 

@@ -20,6 +20,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Every collective against a plain sequential computation, on 1 to 5 ranks over real sockets. */
@@ -93,7 +94,7 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 3, 4, 5})
+  @ValueSource(ints = {2, 3, 4, 5, 8})
   void everyRankEndsWithBitwiseIdenticalFloats(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       for (int count : new int[] {5, 100_003}) {
@@ -186,7 +187,7 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 3})
+  @ValueSource(ints = {2, 3, 4})
   void mismatchedCallsFailEveryRankAndLaterCallsFailFast(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       ExecutionException e = assertThrows(ExecutionException.class, () -> group.onAll((c, r) -> {
@@ -222,7 +223,7 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {3})
+  @ValueSource(ints = {3, 4})
   void aRankThatNeverCallsMakesTheOthersTimeOut(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(2))) {
       List<String> results = group.onAll((c, r) -> {
@@ -244,14 +245,38 @@ class CollectivesTest {
   }
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 3, 4, 5})
-  void allReducesUpTo64KiBGatherAndLargerOnesTakeTheRing(int n) throws Exception {
+  @ValueSource(ints = {2, 3, 4, 5, 8})
+  void allReducesUpTo64KiBGatherOrDoubleRecursivelyAndLargerOnesTakeTheRing(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       Collectives c = group.rank(0);
-      assertEquals(Collectives.Algorithm.GATHER, c.algorithm(4));
-      assertEquals(Collectives.Algorithm.GATHER, c.algorithm(64 << 10));
+      Collectives.Algorithm small = n == 4 || n == 8 ? Collectives.Algorithm.RECURSIVE_DOUBLING
+          : Collectives.Algorithm.GATHER;
+      assertEquals(small, c.algorithm(4));
+      assertEquals(small, c.algorithm(64 << 10));
       assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
       assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+    }
+  }
+
+  /**
+   * Recursive doubling adds pairs, lower rank first: ((x0 + x1) + (x2 + x3)) on 4 ranks. Values
+   * where the order shows: 1e8 + 1 is 1e8 in float, so this order gives 0 where the gather's
+   * (((x0 + x1) + x2) + x3) would give 1.
+   */
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {4, 8})
+  void recursiveDoublingAddsPairsInRankOrder(int n) throws Exception {
+    float[] values = {1e8f, 1f, -1e8f, 1f, 3f, 1e8f, 1f, -1e8f};
+    try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
+      List<float[]> results = group.onAll((c, r) -> {
+        float[] mine = {values[r]};
+        c.allReduce(mine, ReduceOp.SUM);
+        return mine;
+      });
+      // 4 ranks: (1e8 + 1) + (-1e8 + 1) = 1e8 - 1e8 = 0; 8 ranks: 0 + ((3 + 1e8) + (1 + -1e8)) = 1e8 - 1e8 = 0
+      for (int r = 0; r < n; r++) {
+        assertEquals(0f, results.get(r)[0], "rank " + r);
+      }
     }
   }
 
@@ -296,21 +321,22 @@ class CollectivesTest {
   }
 
   /**
-   * An abort from another thread while 16 MiB all-reduces stream around the ring reaches every rank
-   * in its words, passed on from rank to rank between (or after completing) the frames in flight.
+   * An abort from another thread while all-reduces run (16 MiB around the ring, 4 KiB by recursive
+   * doubling) reaches every rank in its words, passed on from rank to rank between (or after
+   * completing) the frames in flight, and from each rank's pair streams to its ring.
    */
-  @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {3, 4})
-  void anAbortInTheMiddleOfATransferReachesEveryRankInItsWords(int n) throws Exception {
+  @ParameterizedTest(name = "{0} ranks, {1} bytes")
+  @CsvSource({"3, 16777216", "4, 16777216", "4, 4096", "8, 4096"})
+  void anAbortInTheMiddleOfATransferReachesEveryRankInItsWords(int n, int bytes) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(30))) {
       CompletableFuture<Void> abort = CompletableFuture.runAsync(() -> {
         LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(300));
         group.rank(2).abort("stopped by the test");
       });
       List<String> results = group.onAll((c, r) -> {
-        ByteBuffer data = ByteBuffer.allocateDirect(16 << 20).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
         try {
-          for (int i = 0; i < 1000; i++) {
+          for (int i = 0; i < (bytes < 1 << 20 ? 1_000_000 : 1000); i++) {
             c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
           }
           return "no failure";

@@ -25,16 +25,20 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
-/** Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of long all-reduces. */
+/**
+ * Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of all-reduces: long ones on the
+ * ring, and small ones by recursive doubling, where rank 1 has no stream to rank 2 in use and
+ * hears of it from the ranks that do.
+ */
 class KilledRankTest {
 
   private static final Duration TIMEOUT = Duration.ofSeconds(5);
-  private static final int FLOATS = 8 << 20; // 32 MiB per op: several hundred ms each
-
-  @Test
-  void everyOtherRankFailsNamingTheDeadRank() throws Exception {
+  @ParameterizedTest(name = "{0} floats")
+  @ValueSource(ints = {8 << 20, 1024}) // 32 MiB per op (several hundred ms each), 4 KiB
+  void everyOtherRankFailsNamingTheDeadRank(int floats) throws Exception {
     Security security = Security.of(LocalCluster.TOKEN);
     List<String> addresses = new ArrayList<>();
     List<TaskServer> servers = new ArrayList<>();
@@ -43,7 +47,7 @@ class KilledRankTest {
     List<Collectives> ranks = new ArrayList<>();
     // Every server, the child's too, is bound (port 0) before the cluster is written down: the
     // child reports its bound address and then reads its TF_CONFIG from standard input.
-    try (ChildJvm child = ChildJvm.start("rank-2", AllReduceLoop.class, List.of(String.valueOf(FLOATS), "worker", "2"),
+    try (ChildJvm child = ChildJvm.start("rank-2", AllReduceLoop.class, List.of(String.valueOf(floats), "worker", "2"),
         Map.of(JobToken.ENV, LocalCluster.TOKEN.value()), Path.of("target", "child-logs"))) {
       for (int i = 0; i < 4; i++) {
         if (i == 2) {
@@ -78,7 +82,7 @@ class KilledRankTest {
         AtomicLong done = new AtomicLong();
         completed.add(done);
         loops.add(CompletableFuture.supplyAsync(() -> {
-          float[] data = new float[FLOATS];
+          float[] data = new float[floats];
           try {
             while (true) {
               c.allReduce(data, ReduceOp.SUM);
