@@ -347,7 +347,7 @@ static void run_rank(int listener, int *ports, int sizes, char **size_args, long
     int bytes = atoi(size_args[s]);
     float *buf = aligned_alloc(64, bytes);
     gathered = realloc(gathered, (size_t) (n - 1) * bytes);
-    const char *algorithm = bytes > GATHER_BYTES ? "ring" : recursive_doubling ? "recursive-doubling" : "gather";
+    const char *algorithm = bytes > GATHER_BYTES ? "ring" : recursive_doubling ? "recursive_doubling" : "gather";
     for (int i = 0; i < bytes / 4; i++) buf[i] = 1;
     all_reduce(buf, bytes);
     for (int i = 0; i < bytes / 4; i++) {

@@ -20,9 +20,9 @@ import java.util.Map;
 /**
  * One rank of {@code muster bench allreduce}: float32 SUM all-reduce of each size. Rank 0 prints
  * one JSON line per size: each op's time is the maximum over ranks of that op's duration,
- * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops, {@code algorithm}
- * the all-reduce algorithm the size took ({@code gather} or {@code ring}), {@code tls} whether the ring
- * ran over TLS.
+ * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops,
+ * {@code algorithm} the all-reduce algorithm the size took ({@code gather}, {@code recursive_doubling}
+ * or {@code ring}), {@code tls} whether the ring ran over TLS.
  */
 public final class AllReduceRank {
   private AllReduceRank() {}
@@ -46,16 +46,31 @@ public final class AllReduceRank {
     }
   }
 
+  /** Longest warm-up of one size; the JIT compilers of four ranks on two cores are done well within it. */
+  private static final double WARM_UP_LIMIT_S = 10;
+
   /**
-   * About two seconds of small and medium all-reduces before anything is measured: with several
+   * Small and medium all-reduces, in half-second windows, until a window is no faster than the
+   * fastest before it (or for {@link #WARM_UP_LIMIT_S}), before anything is measured: with several
    * JVMs on two cores, the JIT compilers of freshly started ranks otherwise compete with the first
-   * measured size for the CPU.
+   * measured size for the CPU, and a fixed two seconds was not enough for four ranks (their first
+   * 4 KiB size took 2-3 times as long as the same size measured again later in the run). Rank 0
+   * decides when to stop, because every rank must run exactly as many ops.
    */
   private static void warmUp(Collectives c) {
     for (int bytes : new int[] {4 << 10, 256 << 10}) {
       ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
-      double perOp = timeOps(c, data, 5) / 5;
-      timeOps(c, data, agree(c, (long) (1.0 / perOp)));
+      long start = System.nanoTime();
+      double fastest = Double.MAX_VALUE;
+      boolean settled = false;
+      do {
+        double perOp = timeOps(c, data, 5) / 5;
+        int ops = agree(c, (long) (0.5 / perOp));
+        double window = timeOps(c, data, ops) / ops;
+        boolean faster = window < 0.95 * fastest;
+        fastest = Math.min(fastest, window);
+        settled = agree(c, !faster || (System.nanoTime() - start) / 1e9 > WARM_UP_LIMIT_S ? 2 : 1) == 2;
+      } while (!settled);
     }
   }
 
