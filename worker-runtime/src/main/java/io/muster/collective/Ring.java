@@ -130,8 +130,9 @@ final class Ring implements AutoCloseable {
   /**
    * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
    * the coordination service, connects to the next rank and accepts the previous one; over TLS
-   * when {@code security} has it. {@code sharesCores}: more ranks of the job than this group's run
-   * on this host than it has cores, so that a rank polling for data yields its core.
+   * when {@code security} has it. A rank polling for data yields its core when this group has more
+   * ranks on this host than it has cores, or when {@code sharesCores} says the job has (a pair's
+   * ring of two counts only its own).
    */
   static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
       CoordinationAgent agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
@@ -207,7 +208,10 @@ final class Ring implements AutoCloseable {
     return yieldWhilePolling;
   }
 
-  /** Sets what is told of every failure of this ring (its own, or passed on to it), once. */
+  /**
+   * Sets what is told of a failure of this ring (its own, or passed on to it): once, or twice when
+   * the ring fails while it is set, so {@code action} must bear being repeated.
+   */
   void onFailed(java.util.function.Consumer<String> action) {
     onFailed = action;
     String reason = failure.get();
