@@ -61,6 +61,15 @@ static long now_ns(void) {
   return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+/* Whether a rank with nothing to move polls on (yielding or pausing once), or should sleep: for POLL_NANOS after it last moved bytes. */
+static int polling(long *idle_since) {
+  long t = now_ns();
+  if (*idle_since == 0) *idle_since = t;
+  if (t - *idle_since >= POLL_NANOS) return 0;
+  if (yield_while_polling) sched_yield(); else __builtin_ia32_pause();
+  return 1;
+}
+
 typedef struct { int step; char *payload; int length; int after; } send_t;
 typedef struct { int step; char *target; int length; int reduce; } receive_t;
 
@@ -158,12 +167,7 @@ static void transfer(send_t *sends, int ns, receive_t *receives, int nr) {
       }
     }
     if (moved) { idle_since = 0; continue; }
-    long t = now_ns();
-    if (idle_since == 0) idle_since = t;
-    if (t - idle_since < POLL_NANOS) {
-      if (yield_while_polling) sched_yield(); else __builtin_ia32_pause();
-      continue;
-    }
+    if (polling(&idle_since)) continue;
     if (ri < nr && !send_blocked && !block) {
       block = 1;
       goto receive;
@@ -252,12 +256,7 @@ static void exchange(int fd, const char *out, char *in, int bytes) {
       }
     }
     if (moved) { idle_since = 0; continue; }
-    long t = now_ns();
-    if (idle_since == 0) idle_since = t;
-    if (t - idle_since < POLL_NANOS) {
-      if (yield_while_polling) sched_yield(); else __builtin_ia32_pause();
-      continue;
-    }
+    if (polling(&idle_since)) continue;
     struct pollfd p = {fd, (written < total ? POLLOUT : 0) | (read_bytes < total ? POLLIN : 0), 0};
     poll(&p, 1, -1);
     idle_since = 0;
