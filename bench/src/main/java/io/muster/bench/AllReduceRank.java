@@ -25,6 +25,9 @@ import java.util.Map;
  * or {@code ring}), {@code tls} whether the ring ran over TLS.
  */
 public final class AllReduceRank {
+  /** Longest warm-up of one size; the JIT compilers of four ranks on two cores are done well within it. */
+  private static final double WARM_UP_LIMIT_S = 10;
+
   private AllReduceRank() {}
 
   public static void main(String[] args) {
@@ -46,9 +49,6 @@ public final class AllReduceRank {
     }
   }
 
-  /** Longest warm-up of one size; the JIT compilers of four ranks on two cores are done well within it. */
-  private static final double WARM_UP_LIMIT_S = 10;
-
   /**
    * Small and medium all-reduces, in half-second windows, until a window is no faster than the
    * fastest before it (or for {@link #WARM_UP_LIMIT_S}), before anything is measured: with several
@@ -62,7 +62,7 @@ public final class AllReduceRank {
       ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
       long start = System.nanoTime();
       double fastest = Double.MAX_VALUE;
-      boolean settled = false;
+      boolean settled;
       do {
         double perOp = timeOps(c, data, 5) / 5;
         int ops = agree(c, (long) (0.5 / perOp));

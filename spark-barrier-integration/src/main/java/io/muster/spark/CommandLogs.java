@@ -231,8 +231,7 @@ final class CommandLogs {
         // A command's own exit code fails the run without a retry; the other tasks fail with the same
         // story and verdict, so the driver tells it whichever task's failure Spark reports first.
         boolean own = failed.exitCode() <= 128 && failed.exitCode() != ExternalCommand.EX_TEMPFAIL;
-        gangFailed(new GangFailed(failed.task().equals(task) && !story.isEmpty() ? story
-            : failed.task() + "'s command exited with code " + failed.exitCode(), own));
+        gangFailed(new GangFailed(story.isEmpty() ? task + "'s command exited with code " + code : story, own));
       }
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
         log.info("every tracked task has finished; ending {}", done.toEnd());

@@ -22,6 +22,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
 import javax.net.ssl.SSLContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -79,7 +80,7 @@ final class Ring implements AutoCloseable {
   private final AtomicReference<String> failure = new AtomicReference<>();
   private volatile FailureListener listener;
   /** Told of every failure of this ring, on the thread that failed it: the group fails its other rings with it. */
-  private volatile java.util.function.Consumer<String> onFailed = reason -> { };
+  private volatile Consumer<String> onFailed = reason -> { };
   /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
   private volatile Seen firstSeen;
   private final AtomicBoolean told = new AtomicBoolean();
@@ -212,7 +213,7 @@ final class Ring implements AutoCloseable {
    * Sets what is told of a failure of this ring (its own, or passed on to it): once, or twice when
    * the ring fails while it is set, so {@code action} must bear being repeated.
    */
-  void onFailed(java.util.function.Consumer<String> action) {
+  void onFailed(Consumer<String> action) {
     onFailed = action;
     String reason = failure.get();
     if (reason != null) {

@@ -36,6 +36,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 class KilledRankTest {
 
   private static final Duration TIMEOUT = Duration.ofSeconds(5);
+
   @ParameterizedTest(name = "{0} floats")
   @ValueSource(ints = {8 << 20, 1024}) // 32 MiB per op (several hundred ms each), 4 KiB
   void everyOtherRankFailsNamingTheDeadRank(int floats) throws Exception {
