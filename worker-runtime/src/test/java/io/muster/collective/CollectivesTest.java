@@ -186,12 +186,13 @@ class CollectivesTest {
     }
   }
 
-  @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {2, 3, 4})
-  void mismatchedCallsFailEveryRankAndLaterCallsFailFast(int n) throws Exception {
+  /** Rank 0 reduces {@code count} floats, the others twice as many (on 4 ranks: both sizes by recursive doubling, then both by halving and doubling). */
+  @ParameterizedTest(name = "{0} ranks, {1} floats")
+  @CsvSource({"2, 10", "3, 10", "4, 10", "4, 100000"})
+  void mismatchedCallsFailEveryRankAndLaterCallsFailFast(int n, int count) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       ExecutionException e = assertThrows(ExecutionException.class, () -> group.onAll((c, r) -> {
-        c.allReduce(new float[r == 0 ? 10 : 20], ReduceOp.SUM);
+        c.allReduce(new float[r == 0 ? count : 2 * count], ReduceOp.SUM);
         return null;
       }));
       assertTrue(e.getCause().getMessage().contains("collectives out of step"), e.getCause().getMessage());
@@ -246,36 +247,45 @@ class CollectivesTest {
 
   @ParameterizedTest(name = "{0} ranks")
   @ValueSource(ints = {2, 3, 4, 5, 8})
-  void allReducesUpTo64KiBGatherOrDoubleRecursivelyAndLargerOnesTakeTheRing(int n) throws Exception {
+  void smallAllReducesGatherOrDoubleRecursivelyAndLargerOnesTakeTheRingOrHalveAndDouble(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       Collectives c = group.rank(0);
-      Collectives.Algorithm small = n == 4 || n == 8 ? Collectives.Algorithm.RECURSIVE_DOUBLING
-          : Collectives.Algorithm.GATHER;
-      assertEquals(small, c.algorithm(4));
-      assertEquals(small, c.algorithm(64 << 10));
-      assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
-      assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+      if (n == 4 || n == 8) {
+        assertEquals(Collectives.Algorithm.RECURSIVE_DOUBLING, c.algorithm(4));
+        assertEquals(Collectives.Algorithm.RECURSIVE_DOUBLING, c.algorithm(16 << 10));
+        assertEquals(Collectives.Algorithm.HALVING_DOUBLING, c.algorithm((16 << 10) + 4));
+        assertEquals(Collectives.Algorithm.HALVING_DOUBLING, c.algorithm(64 << 20));
+      } else {
+        assertEquals(Collectives.Algorithm.GATHER, c.algorithm(4));
+        assertEquals(Collectives.Algorithm.GATHER, c.algorithm(64 << 10));
+        assertEquals(Collectives.Algorithm.RING, c.algorithm((64 << 10) + 4));
+        assertEquals(Collectives.Algorithm.RING, c.algorithm(64 << 20));
+      }
     }
   }
 
   /**
-   * Recursive doubling adds pairs, lower rank first: ((x0 + x1) + (x2 + x3)) on 4 ranks. Values
-   * where the order shows: 1e8 + 1 is 1e8 in float, so this order gives 0 where the gather's
-   * (((x0 + x1) + x2) + x3) would give 1.
+   * Recursive doubling, and halving and doubling, add the same pairs: ((x0 + x1) + (x2 + x3)) on 4
+   * ranks, whatever the size. Values where the order shows: 1e8 + 1 is 1e8 in float, so this order
+   * gives 0 where the gather's (((x0 + x1) + x2) + x3) would give 1, and halving at distance 2
+   * first, ((x0 + x2) + (x1 + x3)), would give 2.
    */
-  @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {4, 8})
-  void recursiveDoublingAddsPairsInRankOrder(int n) throws Exception {
+  @ParameterizedTest(name = "{0} ranks, {1} floats")
+  @CsvSource({"4, 1", "8, 1", "4, 100003", "8, 100003"})
+  void partnerAlgorithmsAddPairsInRankOrder(int n, int count) throws Exception {
     float[] values = {1e8f, 1f, -1e8f, 1f, 3f, 1e8f, 1f, -1e8f};
     try (LocalCollectives group = new LocalCollectives(n, Duration.ofSeconds(10))) {
       List<float[]> results = group.onAll((c, r) -> {
-        float[] mine = {values[r]};
+        float[] mine = new float[count];
+        Arrays.fill(mine, values[r]);
         c.allReduce(mine, ReduceOp.SUM);
         return mine;
       });
       // 4 ranks: (1e8 + 1) + (-1e8 + 1) = 1e8 - 1e8 = 0; 8 ranks: 0 + ((3 + 1e8) + (1 + -1e8)) = 1e8 - 1e8 = 0
       for (int r = 0; r < n; r++) {
-        assertEquals(0f, results.get(r)[0], "rank " + r);
+        for (int i = 0; i < count; i++) {
+          assertEquals(0f, results.get(r)[i], "rank " + r + " element " + i);
+        }
       }
     }
   }
@@ -321,9 +331,10 @@ class CollectivesTest {
   }
 
   /**
-   * An abort from another thread while all-reduces run (16 MiB around the ring, 4 KiB by recursive
-   * doubling) reaches every rank in its words, passed on from rank to rank between (or after
-   * completing) the frames in flight, and from each rank's pair streams to its ring.
+   * An abort from another thread while all-reduces run (16 MiB around the ring on 3 ranks, by
+   * halving and doubling on 4; 4 KiB by recursive doubling) reaches every rank in its words, passed
+   * on from rank to rank between (or after completing) the frames in flight, and between each
+   * rank's ring and its pair streams.
    */
   @ParameterizedTest(name = "{0} ranks, {1} bytes")
   @CsvSource({"3, 16777216", "4, 16777216", "4, 4096", "8, 4096"})

@@ -29,9 +29,10 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of all-reduces: long ones on the
- * ring, and small ones by recursive doubling, where rank 1 has no stream to rank 2 in use and
- * hears of it from the ranks that do.
+ * Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of all-reduces: long ones by
+ * halving and doubling, and small ones by recursive doubling. Both use only the pair streams, and
+ * rank 1's pairs are ranks 0 and 3: with no stream to rank 2 in use, it hears of the death from
+ * the ranks that have one.
  */
 class KilledRankTest {
 

@@ -79,6 +79,7 @@ class RingTlsTest {
   void allReduceOverTlsGivesTheExactSumAndBitwiseIdenticalResults(int n) throws Exception {
     try (LocalCollectives group = new LocalCollectives(n, TIMEOUT, tls)) {
       // one frame; the gather (recursive doubling over the pair streams on 4 ranks); the ring in frames
+      // (halving and doubling over the pair streams on 4 ranks)
       for (int count : new int[] {1, 1000, 300_001}) {
         List<float[]> results = group.onAll((c, r) -> {
           float[] f = new float[count];
