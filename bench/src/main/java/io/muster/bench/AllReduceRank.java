@@ -10,6 +10,8 @@ import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.coordination.TaskRuntime;
 import io.muster.rpc.Security;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -21,12 +23,12 @@ import java.util.Map;
  * One rank of {@code muster bench allreduce}: float32 SUM all-reduce of each size. Rank 0 prints
  * one JSON line per size: each op's time is the maximum over ranks of that op's duration,
  * {@code median_s} the median over ops, {@code mean_s} rank 0's loop time divided by ops,
- * {@code algorithm} the all-reduce algorithm the size took ({@code gather}, {@code recursive_doubling}
- * or {@code ring}), {@code tls} whether the ring ran over TLS.
+ * {@code algorithm} the all-reduce algorithm the size took ({@code gather}, {@code recursive_doubling},
+ * {@code halving_doubling} or {@code ring}), {@code tls} whether the ring ran over TLS.
  */
 public final class AllReduceRank {
-  /** Longest warm-up of one size; the JIT compilers of four ranks on two cores are done well within it. */
-  private static final double WARM_UP_LIMIT_S = 10;
+  /** Longest warm-up of one size. */
+  private static final double WARM_UP_LIMIT_S = 20;
 
   private AllReduceRank() {}
 
@@ -50,28 +52,38 @@ public final class AllReduceRank {
   }
 
   /**
-   * Small and medium all-reduces, in half-second windows, until a window is no faster than the
-   * fastest before it (or for {@link #WARM_UP_LIMIT_S}), before anything is measured: with several
-   * JVMs on two cores, the JIT compilers of freshly started ranks otherwise compete with the first
-   * measured size for the CPU, and a fixed two seconds was not enough for four ranks (their first
-   * 4 KiB size took 2-3 times as long as the same size measured again later in the run). Rank 0
-   * decides when to stop, because every rank must run exactly as many ops.
+   * Small and medium all-reduces until the JIT has settled (see {@link #untilCompiled}), before
+   * anything is measured, so that the first measured size does not share the cores with the
+   * compilers of freshly started ranks.
    */
   private static void warmUp(Collectives c) {
     for (int bytes : new int[] {4 << 10, 256 << 10}) {
-      ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
-      long start = System.nanoTime();
-      double fastest = Double.MAX_VALUE;
-      boolean settled;
-      do {
-        double perOp = timeOps(c, data, 5) / 5;
-        int ops = agree(c, (long) (0.5 / perOp));
-        double window = timeOps(c, data, ops) / ops;
-        boolean faster = window < 0.95 * fastest;
-        fastest = Math.min(fastest, window);
-        settled = agree(c, !faster || (System.nanoTime() - start) / 1e9 > WARM_UP_LIMIT_S ? 2 : 1) == 2;
-      } while (!settled);
+      untilCompiled(c, ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN));
     }
+  }
+
+  /**
+   * Runs all-reduces of {@code data} in windows of about a quarter second until a window in which
+   * no rank's JIT compiled anything (or for {@link #WARM_UP_LIMIT_S}). A fixed warm-up is not
+   * enough: with four JVMs on two cores, each JVM's compilers were still compiling (and recompiling,
+   * as a new size takes branches the first did not) the collectives' code seconds into a size, and
+   * windows of a size measured then took 1.2 to 10 ms at 1 MiB on 4 ranks. Rank 0's op count is
+   * used by every rank, because every rank must run exactly as many ops.
+   */
+  private static void untilCompiled(Collectives c, ByteBuffer data) {
+    CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+    long start = System.nanoTime();
+    long[] compiled = new long[1];
+    int quiet = 0;
+    do {
+      double perOp = timeOps(c, data, 3) / 3;
+      int ops = agree(c, (long) (0.25 / perOp));
+      long before = jit.getTotalCompilationTime();
+      timeOps(c, data, ops);
+      compiled[0] = jit.getTotalCompilationTime() - before;
+      c.allReduce(compiled, ReduceOp.MAX);
+      quiet = compiled[0] == 0 ? quiet + 1 : 0;
+    } while (quiet < 2 && (System.nanoTime() - start) / 1e9 < WARM_UP_LIMIT_S);
   }
 
   /** Seconds taken by {@code ops} all-reduces. */
@@ -103,14 +115,12 @@ public final class AllReduceRank {
         throw new IllegalStateException("all-reduce of ones gave " + data.getFloat(i) + " at byte " + i + ", not " + n);
       }
     }
-    // Warm-up (about 0.3 s), then about a second of ops, at least 5; rank 0 decides both counts
-    // and broadcasts them, because every rank must run exactly as many ops.
-    double perOp = timeOps(c, data, 3) / 3;
-    timeOps(c, data, agree(c, (long) (0.3 / perOp)));
     // The rank's start-up garbage (gRPC, class loading) would otherwise be collected in the middle
     // of some size's measurement: a pause, or a marking thread taking a core from the ranks.
     System.gc();
-    agree(c, 1);
+    // Warm-up, then about a second of ops, at least 5; rank 0 decides the count and broadcasts
+    // it, because every rank must run exactly as many ops.
+    untilCompiled(c, data);
     double warmPerOp = timeOps(c, data, 3) / 3;
     int total = agree(c, Math.max(5, (long) (1.0 / warmPerOp)));
     long[] times = new long[total];
