@@ -8,16 +8,21 @@
  * header (type, op, step, length), checked on arrival; one thread per rank that writes what the
  * next rank takes, reads what the previous one sent, reduces as it arrives and forwards reduced
  * bytes at once; polling for 100 us (yielding when more ranks than cores) before sleeping in
- * poll(2). Up to 64 KiB the all-reduce gathers every buffer around the ring and combines them in
- * rank order; above, TensorFlow's ring (reduce-scatter then all-gather). Not here: the job-token
- * handshake, TLS, abort frames, timeouts (none of them is on the measured path).
+ * poll(2). The same choice of algorithm by size:
+ * - on 4, 8, 16... ranks, over a pair of streams per partner (the rank at distance 1, 2, 4...):
+ *   up to 16 KiB recursive doubling (log2(N) steps, each exchanging the whole buffer with the
+ *   partner and combining the two, lower rank first); above, recursive halving and doubling
+ *   (Rabenseifner's: each step sends the partner half of what this rank holds and reduces the
+ *   other half as it arrives, then the steps run back, swapping the finished parts);
+ * - on other rank counts: up to 64 KiB every buffer is gathered around the ring and combined in
+ *   rank order; above, TensorFlow's ring (reduce-scatter then all-gather).
+ * A partner's message is one frame. Not here: the job-token handshake, TLS, abort frames,
+ * timeouts (none of them is on the measured path).
  *
- * With --recursive-doubling (N a power of two), sizes up to 64 KiB take Open MPI's choice for
- * them instead of the gather: log2(N) steps, each exchanging the whole buffer with the rank at
- * distance 1, 2, 4... over a stream of its own and combining the two in rank order (lower first),
- * so that every rank still computes the same result bit for bit.
+ * With --ring-only, every rank count takes the gather and the ring (method same-design-in-c-ring):
+ * what the partner algorithms gain.
  *
- * Usage: ring_allreduce [--recursive-doubling] N SIZE... ; prints one JSON line per size, as
+ * Usage: ring_allreduce [--ring-only] N SIZE... ; prints one JSON line per size, as
  * `muster bench allreduce` does: each op's time is the maximum over ranks, median_s the median
  * over ops, mean_s rank 0's loop time per op; about a second of ops per size after a warm-up.
  */
@@ -43,6 +48,7 @@
 #define HEADER 16
 #define FRAME_BYTES (256 << 10)
 #define GATHER_BYTES (64 << 10)
+#define RECURSIVE_DOUBLING_BYTES (16 << 10)
 #define POLL_NANOS 100000L
 #define MAX_OPS 100000
 
@@ -224,40 +230,49 @@ static void ring_reduce(float *buf, int bytes) {
   transfer(sends, nsends, receives, steps);
 }
 
-static int recursive_doubling;
+static int ring_only, pairs; /* 4, 8, 16... ranks, and not --ring-only: partner streams and algorithms */
 static int partner_fd[64];
 
-/* Sends the whole of `out` to `fd` and receives as many bytes into `in`, both at once, polling as transfer does. */
-static void exchange(int fd, const char *out, char *in, int bytes) {
-  uint32_t head[4] = {1, seq, 0, bytes}, got_head[4];
-  int written = 0, read_bytes = 0, total = HEADER + bytes;
+/*
+ * Sends `out_bytes` of `out` to `fd` and receives `in_bytes` into `in`, both at once, polling as
+ * transfer does; with `reduce_into`, adds the received floats into it as they arrive.
+ */
+static void exchange(int fd, const char *out, int out_bytes, char *in, int in_bytes, float *reduce_into) {
+  uint32_t head[4] = {1, seq, 0, out_bytes}, got_head[4];
+  int written = 0, read_bytes = 0, out_total = HEADER + out_bytes, in_total = HEADER + in_bytes, reduced = 0;
   long idle_since = 0;
-  while (written < total || read_bytes < total) {
+  while (written < out_total || read_bytes < in_total) {
     int moved = 0;
-    if (written < total) {
+    if (written < out_total) {
       struct iovec iov[2] = {{(char *) head + written, written < HEADER ? HEADER - written : 0},
-                             {(char *) out + (written > HEADER ? written - HEADER : 0), bytes - (written > HEADER ? written - HEADER : 0)}};
+                             {(char *) out + (written > HEADER ? written - HEADER : 0), out_bytes - (written > HEADER ? written - HEADER : 0)}};
       ssize_t w = writev(fd, iov, 2);
       if (w < 0 && errno != EAGAIN) die("sending to the partner");
       if (w > 0) { written += w; moved = 1; }
     }
-    if (read_bytes < total) {
+    if (read_bytes < in_total) {
       ssize_t r = read_bytes < HEADER ? read(fd, (char *) got_head + read_bytes, HEADER - read_bytes)
-                                      : read(fd, in + read_bytes - HEADER, total - read_bytes);
+                                      : read(fd, in + read_bytes - HEADER, in_total - read_bytes);
       if (r == 0) { errno = ECONNRESET; die("receiving from the partner"); }
       if (r < 0 && errno != EAGAIN) die("receiving from the partner");
       if (r > 0) {
         read_bytes += r;
         moved = 1;
-        if (read_bytes == HEADER && (got_head[0] != 1 || (int) got_head[1] != seq || (int) got_head[3] != bytes)) {
+        if (read_bytes == HEADER && (got_head[0] != 1 || (int) got_head[1] != seq || (int) got_head[3] != in_bytes)) {
           fprintf(stderr, "rank %d: out of step\n", rank);
           exit(1);
+        }
+        if (reduce_into && read_bytes > HEADER) {
+          int whole = (read_bytes - HEADER) / 4;
+          float *theirs = (float *) in;
+          for (int i = reduced; i < whole; i++) reduce_into[i] += theirs[i];
+          reduced = whole;
         }
       }
     }
     if (moved) { idle_since = 0; continue; }
     if (polling(&idle_since)) continue;
-    struct pollfd p = {fd, (written < total ? POLLOUT : 0) | (read_bytes < total ? POLLIN : 0), 0};
+    struct pollfd p = {fd, (written < out_total ? POLLOUT : 0) | (read_bytes < in_total ? POLLIN : 0), 0};
     poll(&p, 1, -1);
     idle_since = 0;
   }
@@ -267,19 +282,48 @@ static void recursive_doubling_reduce(float *buf, int bytes, char *partners) {
   float *theirs = (float *) partners;
   for (int distance = 1; distance < n; distance <<= 1) {
     int partner = rank ^ distance;
-    exchange(partner_fd[partner], (char *) buf, partners, bytes);
+    exchange(partner_fd[partner], (char *) buf, bytes, partners, bytes, NULL);
     float *lower = partner < rank ? theirs : buf, *higher = partner < rank ? buf : theirs;
     for (int i = 0; i < bytes / 4; i++) buf[i] = lower[i] + higher[i];
   }
+}
+
+/* Step k halves what this rank holds with the rank at distance 2^k (bit k clear keeps the lower half); then back. */
+static void halving_doubling_reduce(float *buf, int bytes, char *scratch) {
+  int steps = __builtin_ctz(n), from[8] = {0}, to[8] = {bytes / 4};
+  for (int k = 0; k < steps; k++) {
+    int middle = from[k] + (to[k] - from[k]) / 2, keep_lower = !(rank & (1 << k));
+    from[k + 1] = keep_lower ? from[k] : middle;
+    to[k + 1] = keep_lower ? middle : to[k];
+    int send_from = keep_lower ? middle : from[k], send_to = keep_lower ? to[k] : middle;
+    exchange(partner_fd[rank ^ (1 << k)], (char *) (buf + send_from), (send_to - send_from) * 4, scratch,
+             (to[k + 1] - from[k + 1]) * 4, buf + from[k + 1]);
+  }
+  for (int k = steps - 1; k >= 0; k--) {
+    int held_lower = from[k + 1] == from[k];
+    int other_from = held_lower ? to[k + 1] : from[k], other_to = held_lower ? to[k] : from[k + 1];
+    exchange(partner_fd[rank ^ (1 << k)], (char *) (buf + from[k + 1]), (to[k + 1] - from[k + 1]) * 4,
+             (char *) (buf + other_from), (other_to - other_from) * 4, NULL);
+  }
+}
+
+static const char *algorithm(int bytes) {
+  if (pairs) return bytes > RECURSIVE_DOUBLING_BYTES ? "halving_doubling" : "recursive_doubling";
+  return bytes > GATHER_BYTES ? "ring" : "gather";
 }
 
 static char *gathered;
 
 static void all_reduce(float *buf, int bytes) {
   seq++;
-  if (bytes > GATHER_BYTES) ring_reduce(buf, bytes);
-  else if (recursive_doubling) recursive_doubling_reduce(buf, bytes, gathered);
-  else gather_reduce(buf, bytes, gathered);
+  if (pairs) {
+    if (bytes > RECURSIVE_DOUBLING_BYTES) halving_doubling_reduce(buf, bytes, gathered);
+    else recursive_doubling_reduce(buf, bytes, gathered);
+  } else if (bytes > GATHER_BYTES) {
+    ring_reduce(buf, bytes);
+  } else {
+    gather_reduce(buf, bytes, gathered);
+  }
 }
 
 /* Rank 0's value on every rank: an all-reduce of it with zeros. */
@@ -323,10 +367,10 @@ static void set_options(int fd) {
 }
 
 static void run_rank(int listener, int *ports, int sizes, char **size_args, long *shared) {
-  /* the ring: a stream to the next rank, one from the previous; with recursive doubling, one per partner too */
+  /* the ring: a stream to the next rank, one from the previous; with partners, one to each too */
   to_next = dial(ports[(rank + 1) % n], 0);
   int accepts = 1;
-  for (int distance = 1; recursive_doubling && distance < n; distance <<= 1) {
+  for (int distance = 1; pairs && distance < n; distance <<= 1) {
     int partner = rank ^ distance;
     if (partner < rank) partner_fd[partner] = dial(ports[partner], 1); else accepts++;
   }
@@ -337,7 +381,7 @@ static void run_rank(int listener, int *ports, int sizes, char **size_args, long
     if (hello[0] == 0) from_prev = fd; else partner_fd[hello[1]] = fd;
   }
   close(listener);
-  for (int distance = 1; recursive_doubling && distance < n; distance <<= 1) set_options(partner_fd[rank ^ distance]);
+  for (int distance = 1; pairs && distance < n; distance <<= 1) set_options(partner_fd[rank ^ distance]);
   set_options(to_next);
   set_options(from_prev);
   yield_while_polling = n > sysconf(_SC_NPROCESSORS_ONLN);
@@ -346,7 +390,6 @@ static void run_rank(int listener, int *ports, int sizes, char **size_args, long
     int bytes = atoi(size_args[s]);
     float *buf = aligned_alloc(64, bytes);
     gathered = realloc(gathered, (size_t) (n - 1) * bytes);
-    const char *algorithm = bytes > GATHER_BYTES ? "ring" : recursive_doubling ? "recursive_doubling" : "gather";
     for (int i = 0; i < bytes / 4; i++) buf[i] = 1;
     all_reduce(buf, bytes);
     for (int i = 0; i < bytes / 4; i++) {
@@ -373,8 +416,8 @@ static void run_rank(int listener, int *ports, int sizes, char **size_args, long
       }
       qsort(max, total, sizeof(long), cmp_long);
       printf("{\"method\": \"%s\", \"ranks\": %d, \"bytes\": %d, \"median_s\": %.9f, \"mean_s\": %.9f, "
-             "\"ops\": %d, \"algorithm\": \"%s\"}\n", recursive_doubling ? "same-design-in-c-rd" : "same-design-in-c",
-             n, bytes, max[total / 2] / 1e9, loop / 1e9 / total, total, algorithm);
+             "\"ops\": %d, \"algorithm\": \"%s\"}\n", ring_only ? "same-design-in-c-ring" : "same-design-in-c",
+             n, bytes, max[total / 2] / 1e9, loop / 1e9 / total, total, algorithm(bytes));
       fflush(stdout);
       free(max);
     }
@@ -384,14 +427,14 @@ static void run_rank(int listener, int *ports, int sizes, char **size_args, long
 }
 
 int main(int argc, char **argv) {
-  recursive_doubling = argc > 1 && strcmp(argv[1], "--recursive-doubling") == 0;
-  argc -= recursive_doubling;
-  argv += recursive_doubling;
-  if (argc < 3 || (n = atoi(argv[1])) < 2 || n > 64 || (recursive_doubling && (n & (n - 1)))) {
-    fprintf(stderr, "usage: ring_allreduce [--recursive-doubling] N SIZE...  (2 <= N <= 64, a power of two with "
-            "--recursive-doubling; sizes in bytes, multiples of 4)\n");
+  ring_only = argc > 1 && strcmp(argv[1], "--ring-only") == 0;
+  argc -= ring_only;
+  argv += ring_only;
+  if (argc < 3 || (n = atoi(argv[1])) < 2 || n > 64) {
+    fprintf(stderr, "usage: ring_allreduce [--ring-only] N SIZE...  (2 <= N <= 64; sizes in bytes, multiples of 4)\n");
     return 2;
   }
+  pairs = !ring_only && n >= 4 && (n & (n - 1)) == 0;
   int listeners[64], ports[64];
   for (int r = 0; r < n; r++) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
