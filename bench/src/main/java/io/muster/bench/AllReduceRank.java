@@ -63,11 +63,11 @@ public final class AllReduceRank {
   }
 
   /**
-   * Runs all-reduces of {@code data} in windows of about a quarter second until a window in which
-   * no rank's JIT compiled anything (or for {@link #WARM_UP_LIMIT_S}). A fixed warm-up is not
-   * enough: with four JVMs on two cores, each JVM's compilers were still compiling (and recompiling,
-   * as a new size takes branches the first did not) the collectives' code seconds into a size, and
-   * windows of a size measured then took 1.2 to 10 ms at 1 MiB on 4 ranks. Rank 0's op count is
+   * Runs all-reduces of {@code data} in windows of about a quarter second until two windows in a
+   * row in which no rank's JIT compiled anything (or for {@link #WARM_UP_LIMIT_S}). A fixed warm-up
+   * is not enough: with four JVMs on two cores, each JVM's compilers were still compiling (and
+   * recompiling, as a new size takes branches the first did not) the collectives' code seconds into
+   * a size, and successive 1 MiB sizes of one run on 4 ranks measured 1.2 to 11.8 ms. Rank 0's op count is
    * used by every rank, because every rank must run exactly as many ops.
    */
   private static void untilCompiled(Collectives c, ByteBuffer data) {

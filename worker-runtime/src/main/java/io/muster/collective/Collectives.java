@@ -233,7 +233,8 @@ public final class Collectives implements AutoCloseable {
   private void halvingDoubling(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
     int es = type.bytes();
     int steps = partners.size();
-    // after halving step k, this rank holds elements [from[k + 1], to[k + 1]), reduced over the 2^(k+1) ranks that share its high bits
+    // after halving step k, this rank holds elements [from[k + 1], to[k + 1]), reduced over the
+    // 2^(k+1) ranks whose ranks differ from this one in bits 0..k only
     int[] from = new int[steps + 1];
     int[] to = new int[steps + 1];
     to[0] = buffer.remaining() / es;
@@ -242,11 +243,11 @@ public final class Collectives implements AutoCloseable {
       boolean keepLower = (group.rank() & (1 << k)) == 0;
       from[k + 1] = keepLower ? from[k] : middle;
       to[k + 1] = keepLower ? middle : to[k];
+      ByteBuffer given = keepLower ? slice(buffer, middle * es, (to[k] - middle) * es)
+          : slice(buffer, from[k] * es, (middle - from[k]) * es);
       int divisor = k == steps - 1 && op == ReduceOp.MEAN ? group.size() : 1;
-      exchange(mySeq, k, k, keepLower ? slice(buffer, middle * es, (to[k] - middle) * es)
-              : slice(buffer, from[k] * es, (middle - from[k]) * es),
-          new Ring.Receive(k, slice(buffer, from[k + 1] * es, (to[k + 1] - from[k + 1]) * es),
-              new Ring.Reduction(type, op, divisor)));
+      exchange(mySeq, k, k, given, new Ring.Receive(k, slice(buffer, from[k + 1] * es, (to[k + 1] - from[k + 1]) * es),
+          new Ring.Reduction(type, op, divisor)));
     }
     for (int k = steps - 1; k >= 0; k--) {
       // this rank holds [from[k + 1], to[k + 1]) of [from[k], to[k]); its partner the rest

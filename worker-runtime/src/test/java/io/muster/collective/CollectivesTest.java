@@ -186,7 +186,10 @@ class CollectivesTest {
     }
   }
 
-  /** Rank 0 reduces {@code count} floats, the others twice as many (on 4 ranks: both sizes by recursive doubling, then both by halving and doubling). */
+  /**
+   * Rank 0 reduces {@code count} floats, the others twice as many (on 4 ranks: both sizes by
+   * recursive doubling, then both by halving and doubling).
+   */
   @ParameterizedTest(name = "{0} ranks, {1} floats")
   @CsvSource({"2, 10", "3, 10", "4, 10", "4, 100000"})
   void mismatchedCallsFailEveryRankAndLaterCallsFailFast(int n, int count) throws Exception {
