@@ -64,26 +64,28 @@ public final class AllReduceRank {
 
   /**
    * Runs all-reduces of {@code data} in windows of about a quarter second until two windows in a
-   * row in which no rank's JIT compiled anything (or for {@link #WARM_UP_LIMIT_S}). A fixed warm-up
-   * is not enough: with four JVMs on two cores, each JVM's compilers were still compiling (and
-   * recompiling, as a new size takes branches the first did not) the collectives' code seconds into
-   * a size, and successive 1 MiB sizes of one run on 4 ranks measured 1.2 to 11.8 ms. Rank 0's op count is
-   * used by every rank, because every rank must run exactly as many ops.
+   * row in which no rank's JIT compiled anything (or for {@link #WARM_UP_LIMIT_S}); returns the
+   * last window's seconds per op. A fixed warm-up is not enough: with four JVMs on two cores, each
+   * JVM's compilers were still compiling (and recompiling, as a new size takes branches the first
+   * did not) the collectives' code seconds into a size, and successive 1 MiB sizes of one run on
+   * 4 ranks measured 1.2 to 11.8 ms. Rank 0's op count is used by every rank, because every rank
+   * must run exactly as many ops.
    */
-  private static void untilCompiled(Collectives c, ByteBuffer data) {
+  private static double untilCompiled(Collectives c, ByteBuffer data) {
     CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
     long start = System.nanoTime();
+    double perOp = timeOps(c, data, 3) / 3;
     long[] compiled = new long[1];
     int quiet = 0;
     do {
-      double perOp = timeOps(c, data, 3) / 3;
       int ops = agree(c, (long) (0.25 / perOp));
       long before = jit.getTotalCompilationTime();
-      timeOps(c, data, ops);
+      perOp = timeOps(c, data, ops) / ops;
       compiled[0] = jit.getTotalCompilationTime() - before;
       c.allReduce(compiled, ReduceOp.MAX);
       quiet = compiled[0] == 0 ? quiet + 1 : 0;
     } while (quiet < 2 && (System.nanoTime() - start) / 1e9 < WARM_UP_LIMIT_S);
+    return perOp;
   }
 
   /** Seconds taken by {@code ops} all-reduces. */
@@ -120,8 +122,7 @@ public final class AllReduceRank {
     System.gc();
     // Warm-up, then about a second of ops, at least 5; rank 0 decides the count and broadcasts
     // it, because every rank must run exactly as many ops.
-    untilCompiled(c, data);
-    double warmPerOp = timeOps(c, data, 3) / 3;
+    double warmPerOp = untilCompiled(c, data);
     int total = agree(c, Math.max(5, (long) (1.0 / warmPerOp)));
     long[] times = new long[total];
     long loopStart = System.nanoTime();

@@ -243,22 +243,18 @@ public final class Collectives implements AutoCloseable {
       boolean keepLower = (group.rank() & (1 << k)) == 0;
       from[k + 1] = keepLower ? from[k] : middle;
       to[k + 1] = keepLower ? middle : to[k];
-      ByteBuffer given = keepLower ? slice(buffer, middle * es, (to[k] - middle) * es)
-          : slice(buffer, from[k] * es, (middle - from[k]) * es);
+      ByteBuffer given = keepLower ? elements(buffer, middle, to[k], es) : elements(buffer, from[k], middle, es);
       int divisor = k == steps - 1 && op == ReduceOp.MEAN ? group.size() : 1;
-      exchange(mySeq, k, k, given, new Ring.Receive(k, slice(buffer, from[k + 1] * es, (to[k + 1] - from[k + 1]) * es),
-          new Ring.Reduction(type, op, divisor)));
+      exchange(mySeq, k, k, given,
+          new Ring.Receive(k, elements(buffer, from[k + 1], to[k + 1], es), new Ring.Reduction(type, op, divisor)));
     }
     for (int k = steps - 1; k >= 0; k--) {
       // this rank holds [from[k + 1], to[k + 1]) of [from[k], to[k]); its partner the rest
       boolean heldLower = from[k + 1] == from[k];
-      int otherFrom = heldLower ? to[k + 1] : from[k];
-      int otherTo = heldLower ? to[k] : from[k + 1];
+      ByteBuffer theirs = heldLower ? elements(buffer, to[k + 1], to[k], es) : elements(buffer, from[k], from[k + 1], es);
       int step = 2 * steps - 1 - k;
-      exchange(mySeq, k, step, slice(buffer, from[k + 1] * es, (to[k + 1] - from[k + 1]) * es),
-          Ring.Receive.copy(step, slice(buffer, otherFrom * es, (otherTo - otherFrom) * es)));
+      exchange(mySeq, k, step, elements(buffer, from[k + 1], to[k + 1], es), Ring.Receive.copy(step, theirs));
     }
-    waitingOn = ring;
   }
 
   /** Sends {@code mine} to partner {@code k} (the rank at distance 2^k) as {@code step}, while receiving. */
@@ -282,7 +278,6 @@ public final class Collectives implements AutoCloseable {
       boolean lower = (group.rank() & (1 << step)) == 0;
       Reductions.combine(type, op, buffer, 0, lower ? buffer : theirs, 0, lower ? theirs : buffer, 0, count);
     }
-    waitingOn = ring;
     if (op == ReduceOp.MEAN) {
       Reductions.divide(type, buffer, 0, count, group.size());
     }
@@ -374,6 +369,11 @@ public final class Collectives implements AutoCloseable {
 
   private static ByteBuffer slice(ByteBuffer buffer, int at, int len) {
     return buffer.duplicate().limit(at + len).position(at).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** Elements {@code [from, to)} of {@code elementBytes} each. */
+  private static ByteBuffer elements(ByteBuffer buffer, int from, int to, int elementBytes) {
+    return slice(buffer, from * elementBytes, (to - from) * elementBytes);
   }
 
   /** Ring chunk {@code c} (any integer, taken mod n) of {@code count} elements split in chunks of {@code chunk}. */
@@ -550,6 +550,7 @@ public final class Collectives implements AutoCloseable {
 
   private void end() {
     currentOp = null;
+    waitingOn = ring;
   }
 
   private void checkProgress() {
