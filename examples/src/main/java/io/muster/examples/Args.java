@@ -37,6 +37,26 @@ final class Args {
     return values;
   }
 
+  /**
+   * A failure's line: the message of Muster's own errors (the JDK's unchecked and I/O exceptions);
+   * for another's (Spark's {@code SparkException}), its message's first line and its root cause's.
+   */
+  static String failure(Exception e) {
+    if (e instanceof RuntimeException || e instanceof java.io.IOException) {
+      return e.getMessage();
+    }
+    Throwable root = e;
+    while (root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    String line = firstLine(e.getMessage());
+    return root == e ? line : line + " (" + root.getClass().getSimpleName() + ": " + firstLine(root.getMessage()) + ")";
+  }
+
+  private static String firstLine(String text) {
+    return text == null ? "" : text.lines().findFirst().orElse("").strip();
+  }
+
   static int nonNegativeInt(Map<String, String> values, String name) {
     try {
       int v = Integer.parseInt(values.get(name));

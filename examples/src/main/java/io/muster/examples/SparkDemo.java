@@ -16,6 +16,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.function.Function;
@@ -120,6 +121,8 @@ public final class SparkDemo {
     Options options;
     try {
       options = Options.parse(args);
+      ClusterPaths.check("--data", options.data(), ClusterPaths.master());
+      ClusterPaths.check("--out", options.out(), ClusterPaths.master());
     } catch (IllegalArgumentException e) {
       err.println("muster demo: " + e.getMessage());
       return 2;
@@ -137,9 +140,9 @@ public final class SparkDemo {
       out.printf("held-out accuracy %.4f on %d rows of %d classes; checkpoints in %s, TensorBoard logs in %s%n",
           r.accuracy(), r.heldOutRows(), r.classes(), r.checkpoint(), r.logs());
       return 0;
-    } catch (RuntimeException e) {
+    } catch (Exception e) { // Spark's SparkException is checked, though Scala does not declare it
       log.debug("muster demo failed", e);
-      err.println("muster demo: " + e.getMessage());
+      err.println("muster demo: " + Args.failure(e));
       return 1;
     }
   }
@@ -281,10 +284,10 @@ public final class SparkDemo {
         summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
         if (strategy.isChief()) {
           double seconds = (System.nanoTime() - start) / 1e9;
-          log.info("epoch {}/{}: loss {} held-out accuracy {} ({} examples/s on {} workers)", epoch + 1, epochs,
-              String.format("%.4f", epochLoss), String.format("%.4f", accuracy),
+          ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%d examples/s on %d "
+              + "workers)", epoch + 1, epochs, epochLoss, accuracy,
               Math.round((epoch + 1 - firstEpoch) * (double) steps * globalBatch / seconds),
-              strategy.numReplicasInSync());
+              strategy.numReplicasInSync()));
         }
       }
       backup.onTrainEnd();

@@ -68,6 +68,8 @@ public final class SparkRun {
     try {
       options = Args.parse(Arrays.copyOfRange(args, 0, dashes), DEFAULTS, FLAGS);
       Args.data(options, "--data");
+      ClusterPaths.check("--data", options.get("--data"), ClusterPaths.master());
+      ClusterPaths.check("--out", options.get("--out"), ClusterPaths.master());
       trainer = trainer(options);
     } catch (IllegalArgumentException e) {
       err.println("muster spark-run: " + e.getMessage());
@@ -83,9 +85,9 @@ public final class SparkRun {
             .orElse("the chief left no result file"));
       }
       return 0;
-    } catch (IOException | RuntimeException e) {
+    } catch (Exception e) { // Spark's SparkException is checked, though Scala does not declare it
       log.debug("muster spark-run failed", e);
-      err.println("muster spark-run: " + e.getMessage());
+      err.println("muster spark-run: " + Args.failure(e));
       return 1;
     }
   }

@@ -38,11 +38,13 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   private final CoordinationOptions coordination;
   private final CommunicationOptions communication;
   private final HadoopConfiguration hadoop;
+  private final String driverProgress;
   private final int attempt;
   private final int gpusPerWorker;
 
   BarrierTask(TrainFunction<T, R> fn, GangSpec gang, JobToken token, String host, CoordinationOptions coordination,
-      CommunicationOptions communication, HadoopConfiguration hadoop, int attempt, int gpusPerWorker) {
+      CommunicationOptions communication, HadoopConfiguration hadoop, String driverProgress, int attempt,
+      int gpusPerWorker) {
     this.fn = fn;
     this.gang = gang;
     this.token = token.value();
@@ -50,6 +52,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     this.coordination = coordination;
     this.communication = communication;
     this.hadoop = hadoop;
+    this.driverProgress = driverProgress;
     this.attempt = attempt;
     this.gpusPerWorker = gpusPerWorker;
   }
@@ -59,14 +62,14 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     BarrierTaskContext ctx = BarrierTaskContext.get();
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
-    try {
+    try (ProgressLink.Sender progress = ProgressLink.Sender.connect(driverProgress, token, task)) {
       return BarrierTasks.inGang(ctx, gang, task, security, host, (server, cluster) -> {
         try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
             .security(security).server(server).coordination(coordination).communication(communication).build()) {
           R result;
           try {
             result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
-                BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get()));
+                BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get(), progress::send));
           } catch (Exception e) {
             Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e
                 : new UsersFailureException(task + ": " + e, e);

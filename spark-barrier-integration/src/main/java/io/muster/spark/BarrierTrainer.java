@@ -213,16 +213,22 @@ public final class BarrierTrainer {
 
   private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, HadoopConfiguration hadoop,
       int attempt) {
-    BarrierTask<T, R> task = new BarrierTask<>(fn, gang, newToken(), host, coordination, communication, hadoop,
-        attempt, gpusPerWorker);
-    @SuppressWarnings("unchecked")
-    ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
-    RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
-    List<R> chief = new JavaRDD<>(results, tag).collect();
-    if (chief.size() != 1) {
-      throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+    JobToken token = newToken();
+    SparkConf conf = shards.context().getConf();
+    String driverHost = conf.get("spark.driver.host", "127.0.0.1");
+    try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
+        driverHost, token, ProgressLink::toLog)) {
+      BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
+          progress.address(), attempt, gpusPerWorker);
+      @SuppressWarnings("unchecked")
+      ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+      RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
+      List<R> chief = new JavaRDD<>(results, tag).collect();
+      if (chief.size() != 1) {
+        throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+      }
+      return chief.get(0);
     }
-    return chief.get(0);
   }
 
   /**
@@ -307,6 +313,13 @@ public final class BarrierTrainer {
     Matcher cluster = LOCAL_CLUSTER.matcher(master);
     if (cluster.matches()) {
       return Integer.parseInt(cluster.group(1)) * (Integer.parseInt(cluster.group(2)) / taskCpus);
+    }
+    if (master.startsWith("spark://") && conf.contains("spark.cores.max")) {
+      // Standalone: the application holds at most spark.cores.max cores (spark-submit --total-executor-cores),
+      // in executors of spark.executor.cores each, or of every core of a Worker when that is not set.
+      int coresMax = conf.getInt("spark.cores.max", 0);
+      int executorCores = conf.getInt("spark.executor.cores", 0);
+      return executorCores > 0 ? coresMax / executorCores * (executorCores / taskCpus) : coresMax / taskCpus;
     }
     if (conf.contains("spark.executor.instances") && conf.contains("spark.executor.cores")) {
       return conf.getInt("spark.executor.instances", 0) * (conf.getInt("spark.executor.cores", 1) / taskCpus);

@@ -9,6 +9,7 @@ import io.muster.summary.SummaryWriter;
 import java.io.IOException;
 import java.util.Iterator;
 import java.util.List;
+import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -16,17 +17,67 @@ import org.apache.hadoop.fs.Path;
 /**
  * One barrier task's view of the job.
  *
- * @param strategy joined to every other task; collectives, barrier, chief rules
- * @param rows this task's partition (one shard of the repartitioned data), to be read once
- * @param task {@code chief 0} or {@code worker <i>}
- * @param attempt 0 for the first run of the gang, 1, 2, ... when {@link BarrierTrainer} re-runs it
- * @param gpus the CUDA devices this task owns, as {@code CUDA_VISIBLE_DEVICES} would list them;
- *     empty when the trainer asks for no GPUs
- * @param hadoopConfiguration the driver's Hadoop configuration (with its {@code spark.hadoop.*}
- *     settings), from which every file system of this context is made
+ * <p>{@link #strategy()}: joined to every other task (collectives, barrier, chief rules);
+ * {@link #rows()}: this task's partition (one shard of the repartitioned data), to be read once;
+ * {@link #task()}: {@code chief 0} or {@code worker <i>}; {@link #attempt()}: 0 for the first run of
+ * the gang, 1, 2, ... when {@link BarrierTrainer} re-runs it; {@link #gpus()}: the CUDA devices this
+ * task owns, as {@code CUDA_VISIBLE_DEVICES} would list them (empty when the trainer asks for no
+ * GPUs); {@link #hadoopConfiguration()}: the driver's Hadoop configuration (with its
+ * {@code spark.hadoop.*} settings), from which every file system of this context is made;
+ * {@link #progress}: a line for the driver's console.
  */
-public record TrainContext<T>(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt,
-    List<String> gpus, Configuration hadoopConfiguration) {
+public final class TrainContext<T> {
+  private final MultiWorkerMirroredStrategy strategy;
+  private final Iterator<T> rows;
+  private final TaskId task;
+  private final int attempt;
+  private final List<String> gpus;
+  private final Configuration hadoopConfiguration;
+  private final Consumer<String> progress;
+
+  TrainContext(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt, List<String> gpus,
+      Configuration hadoopConfiguration, Consumer<String> progress) {
+    this.strategy = strategy;
+    this.rows = rows;
+    this.task = task;
+    this.attempt = attempt;
+    this.gpus = List.copyOf(gpus);
+    this.hadoopConfiguration = hadoopConfiguration;
+    this.progress = progress;
+  }
+
+  public MultiWorkerMirroredStrategy strategy() {
+    return strategy;
+  }
+
+  public Iterator<T> rows() {
+    return rows;
+  }
+
+  public TaskId task() {
+    return task;
+  }
+
+  public int attempt() {
+    return attempt;
+  }
+
+  public List<String> gpus() {
+    return gpus;
+  }
+
+  public Configuration hadoopConfiguration() {
+    return hadoopConfiguration;
+  }
+
+  /**
+   * Shows {@code line} on the driver's console: it is sent to the driver, which logs it at INFO
+   * (logger {@code io.muster.spark.Progress}) as written, whichever host this task runs on. A task
+   * that cannot reach the driver logs it in its executor's log instead.
+   */
+  public void progress(String line) {
+    progress.accept(line);
+  }
 
   /** Where this task writes: the real directory on the chief, {@code workertemp_<i>} on the others. */
   public WritePolicy writePolicy() {

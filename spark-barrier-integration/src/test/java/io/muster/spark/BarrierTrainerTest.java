@@ -161,6 +161,13 @@ class BarrierTrainerTest {
     assertEquals(List.of(), BarrierTrainer.warnings(new SparkConf().set("spark.barrier.sync.timeout", "600s")));
     assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
         .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
+    // standalone: spark-submit --total-executor-cores 3 --executor-cores 1, or whole Workers of 4 cores
+    assertEquals(3, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "spark://host1:7077")
+        .set("spark.cores.max", "3").set("spark.executor.cores", "1")));
+    assertEquals(4, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "spark://host1:7077")
+        .set("spark.cores.max", "10").set("spark.executor.cores", "4").set("spark.task.cpus", "2")));
+    assertEquals(5, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "spark://host1:7077")
+        .set("spark.cores.max", "10").set("spark.task.cpus", "2")));
   }
 
   @Test
