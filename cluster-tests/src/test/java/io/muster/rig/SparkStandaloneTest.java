@@ -1,0 +1,286 @@
+package io.muster.rig;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.muster.checkpoint.BundleReader;
+import io.muster.checkpoint.CheckpointManager;
+import io.muster.checkpoint.Tensor;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.Graph;
+import org.tensorflow.Result;
+import org.tensorflow.Session;
+import org.tensorflow.op.Ops;
+import org.tensorflow.op.train.Restore;
+import org.tensorflow.types.TFloat32;
+import org.tensorflow.types.TInt64;
+import org.tensorflow.types.TString;
+import org.tensorflow.types.family.TType;
+
+/**
+ * Muster's Spark launcher on a real Spark standalone cluster and real HDFS, across four emulated
+ * hosts: the NameNode and the Spark Master on host1, a DataNode and a one-core Spark Worker on each
+ * of host2..host4. Jobs are submitted with Spark's own {@code SparkSubmit} from host1 in client
+ * mode, as the README says, with Muster's jars in {@code --jars}.
+ */
+class SparkStandaloneTest {
+
+  private static final Duration JOB = Duration.ofMinutes(5);
+  private static EmulatedHosts rig;
+  private static Hdfs hdfs;
+  private static SparkStandalone spark;
+  private static Host client;
+
+  @BeforeAll
+  static void startCluster() {
+    assumeTrue(EmulatedHosts.unavailable().isEmpty(), () -> "skipped: " + EmulatedHosts.unavailable().orElseThrow());
+    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-spark"), 4);
+    List<Host> workers = rig.hosts().subList(1, 4);
+    hdfs = Hdfs.start(rig, rig.host(1), workers);
+    spark = SparkStandalone.start(rig, rig.host(1), workers, 1);
+    client = rig.host(1);
+  }
+
+  @AfterAll
+  static void stopCluster() {
+    if (spark != null) {
+      spark.close();
+    }
+    if (hdfs != null) {
+      hdfs.close();
+    }
+    if (rig != null) {
+      rig.close();
+    }
+  }
+
+  /** spark-submit of Muster's jars with the cluster's usual settings for a gang of three one-core executors. */
+  private static List<String> submitArgs(String master, String mainClass, List<String> appArgs) {
+    List<String> args = new ArrayList<>(List.of("--master", master, "--deploy-mode", "client",
+        "--executor-memory", "512m", "--total-executor-cores", "3", "--executor-cores", "1",
+        "--conf", "spark.dynamicAllocation.enabled=false", "--conf", "spark.barrier.sync.timeout=600",
+        "--conf", "spark.ui.enabled=false",
+        "--jars", String.join(",", Installed.musterJars().stream().map(Path::toString).toList()),
+        "--class", mainClass, Installed.examplesJar().toString()));
+    args.addAll(appArgs);
+    return args;
+  }
+
+  @Test
+  void theDemoTrainsAcrossThreeHostsWithItsOutputsOnHdfsAndItsProgressOnTheDriversConsole() throws Exception {
+    FileSystem fs = hdfs.client();
+    fs.copyFromLocalFile(new org.apache.hadoop.fs.Path(blobsCsv(rig.dir().resolve("blobs.csv")).toUri()),
+        hdfs.path("/data/blobs.csv"));
+    List<String> demo = List.of("--data", hdfs.uri() + "/data/blobs.csv", "--workers", "3", "--global-batch", "60",
+        "--epochs", "5");
+    List<String> args = new ArrayList<>(demo);
+    args.addAll(List.of("--out", hdfs.uri() + "/jobs/demo"));
+    int executorsBefore = executorDirs().size();
+
+    HostProcess run;
+    try (HostProcess p = spark.submit(client, "submit-demo", hdfs.conf(),
+        submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", args))) {
+      run = p;
+      assertEquals(0, p.waitFor(JOB), p.tail());
+    }
+    String result = last(run.stdout());
+    Matcher accuracy = Pattern.compile("held-out accuracy (\\d\\.\\d{4}) on \\d+ rows of 3 classes; checkpoints in "
+        + Pattern.quote(hdfs.uri() + "/jobs/demo/ckpt") + ", TensorBoard logs in "
+        + Pattern.quote(hdfs.uri() + "/jobs/demo/logs")).matcher(result);
+    assertTrue(accuracy.matches(), result);
+    assertTrue(Double.parseDouble(accuracy.group(1)) > 0.9, result);
+
+    // Every worker host ran one executor of this application.
+    Set<String> hostsRan = new HashSet<>();
+    for (Path dir : executorDirs()) {
+      hostsRan.add(rig.dir().relativize(dir).getName(0).toString());
+    }
+    assertEquals(executorsBefore + 3, executorDirs().size(), "one executor per worker host: " + executorDirs());
+    assertEquals(Set.of("host2", "host3", "host4"), hostsRan);
+
+    // The chief's progress reached the driver's console, which is as quiet as ./muster demo's.
+    List<String> epochs = run.stderr().stream().filter(l -> l.matches(".*INFO  epoch [1-5]/5: loss .*")).toList();
+    assertEquals(5, epochs.size(), String.join("\n", run.stderr()));
+    assertTrue(run.stderr().size() <= 12, "a quiet console: " + String.join("\n", run.stderr()));
+
+    // The chief alone wrote, and TensorFlow restores its last checkpoint.
+    assertEquals(List.of(), files(fs, hdfs.path("/jobs/demo")).stream().filter(p -> p.contains("workertemp_")).toList());
+    List<String> events = files(fs, hdfs.path("/jobs/demo/logs/train"));
+    assertEquals(1, events.size(), "one tfevents file, the chief's: " + events);
+    org.apache.hadoop.fs.Path prefix = CheckpointManager.latestCheckpoint(fs, hdfs.path("/jobs/demo/ckpt")).orElseThrow();
+    assertEquals("ckpt-5", prefix.getName());
+    Map<String, Tensor> muster = BundleReader.open(fs, prefix).readAll();
+    Path local = Files.createDirectories(rig.dir().resolve("restored"));
+    for (String suffix : List.of(".index", ".data-00000-of-00001")) {
+      fs.copyToLocalFile(false, prefix.suffix(suffix), new org.apache.hadoop.fs.Path(local.resolve("ckpt-5" + suffix)
+          .toUri()), true);
+    }
+    try (Graph g = new Graph(); Session session = new Session(g)) {
+      Ops tf = Ops.create(g);
+      List<Class<? extends TType>> types = List.of(TFloat32.class, TFloat32.class, TInt64.class);
+      Restore restore = Restore.create(tf.scope(), tf.constant(local.resolve("ckpt-5").toString()),
+          tf.constantOf(TString.vectorOf("weights", "bias", "epoch")), tf.constantOf(TString.vectorOf("", "", "")),
+          types);
+      Session.Runner runner = session.runner();
+      restore.tensors().forEach(runner::fetch);
+      try (Result restored = runner.run()) {
+        assertArrayEquals(muster.get("weights").floats(), floats((TFloat32) restored.get(0)));
+        assertArrayEquals(muster.get("bias").floats(), floats((TFloat32) restored.get(1)));
+        assertEquals(5L, ((TInt64) restored.get(2)).getLong());
+      }
+    }
+
+    // The same job on Spark local[3] on one host reaches the same model.
+    List<String> localArgs = new ArrayList<>(demo);
+    localArgs.addAll(List.of("--out", hdfs.uri() + "/jobs/demo-local"));
+    try (HostProcess p = spark.submit(client, "submit-demo-local", hdfs.conf(),
+        submitArgs("local[3]", "io.muster.examples.SparkDemo", localArgs))) {
+      assertEquals(0, p.waitFor(JOB), p.tail());
+      assertEquals(result.replace("/jobs/demo/", "/jobs/demo-local/"), last(p.stdout()));
+    }
+  }
+
+  @Test
+  void everyTasksTfConfigNamesTheHostsTheTasksRunOn() throws Exception {
+    String script = "echo \"$(hostname) $TF_CONFIG\"";
+    HostProcess run;
+    try (HostProcess p = spark.submit(client, "submit-tf-config", null,
+        submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3", "--", "sh", "-c",
+            script)))) {
+      run = p;
+      assertEquals(0, p.waitFor(JOB), p.tail());
+    }
+    // [worker 1] host3 {"cluster": {"worker": ["198.18.7.2:40123", "198.18.7.3:36411", ...]}, "task": ...}
+    // (Spark gives a barrier task its executor's address, which is where the task's server listens)
+    Pattern line = Pattern.compile(".*\\[worker (\\d)] (host\\d) (\\{.*})");
+    List<Matcher> lines = run.stderr().stream().map(line::matcher).filter(Matcher::matches).toList();
+    assertEquals(3, lines.size(), String.join("\n", run.stderr()));
+    Map<String, String> addressOf = new java.util.HashMap<>();
+    rig.hosts().forEach(h -> addressOf.put(h.name(), h.address()));
+    Set<String> ranOn = new HashSet<>();
+    for (Matcher m : lines) {
+      int index = Integer.parseInt(m.group(1));
+      List<String> workers = workerAddresses(m.group(3));
+      assertEquals(3, workers.size(), m.group(3));
+      String own = workers.get(index).split(":")[0];
+      assertTrue(own.equals(m.group(2)) || own.equals(addressOf.get(m.group(2))),
+          "the task's own entry names its own host, " + m.group(2) + ": " + m.group());
+      ranOn.add(m.group(2));
+    }
+    assertEquals(Set.of("host2", "host3", "host4"), ranOn);
+    Set<String> named = new HashSet<>();
+    lines.forEach(m -> workerAddresses(m.group(3)).forEach(a -> named.add(a.split(":")[0])));
+    assertTrue(Set.of(addressOf.get("host2"), addressOf.get("host3"), addressOf.get("host4")).equals(named)
+        || Set.of("host2", "host3", "host4").equals(named), "each worker host once, no loopback: " + named);
+  }
+
+  @Test
+  void aLocalOutOrDataWithTheClusterMasterIsRefusedBeforeAnyTaskStarts() throws Exception {
+    int executorsBefore = executorDirs().size();
+    try (HostProcess p = spark.submit(client, "submit-local-out", hdfs.conf(),
+        submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", List.of("--out", "/tmp/demo-out")))) {
+      assertEquals(2, p.waitFor(JOB), p.tail());
+      assertEquals("muster demo: --out /tmp/demo-out is a path on this machine, but the tasks run on the hosts of "
+          + spark.masterUrl() + ", which do not see it; give a URI every host reaches, such as " + hdfs.uri()
+          + "/jobs/demo-out (fs.defaultFS), or file:///tmp/demo-out if every host mounts that directory",
+          last(p.stderr()));
+    }
+    try (HostProcess p = spark.submit(client, "submit-local-data", null,
+        submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--data", Installed.examplesJar()
+            .toString(), "--", "true")))) {
+      assertEquals(2, p.waitFor(JOB), p.tail());
+      assertTrue(last(p.stderr()).startsWith("muster spark-run: --data " + Installed.examplesJar() + " is a path on this "
+          + "machine, but the tasks run on the hosts of " + spark.masterUrl()), last(p.stderr()));
+      assertTrue(last(p.stderr()).contains("(no fs.defaultFS is configured here: is HADOOP_CONF_DIR set?)"),
+          last(p.stderr()));
+    }
+    assertEquals(executorsBefore, executorDirs().size(), "no executor started");
+  }
+
+  private static List<String> workerAddresses(String tfConfig) {
+    Matcher m = Pattern.compile("\"worker\"\\s*:\\s*\\[([^]]*)]").matcher(tfConfig);
+    assertTrue(m.find(), tfConfig);
+    return Stream.of(m.group(1).split(",")).map(s -> s.strip().replace("\"", "")).toList();
+  }
+
+  private static List<Path> executorDirs() throws Exception {
+    List<Path> dirs = new ArrayList<>();
+    for (Host host : rig.hosts()) {
+      Path work = host.scratch().resolve("work");
+      if (Files.isDirectory(work)) {
+        try (Stream<Path> apps = Files.list(work)) {
+          for (Path app : apps.toList()) {
+            try (Stream<Path> executors = Files.list(app)) {
+              dirs.addAll(executors.toList());
+            }
+          }
+        }
+      }
+    }
+    return dirs;
+  }
+
+  private static List<String> files(FileSystem fs, org.apache.hadoop.fs.Path dir) throws Exception {
+    List<String> out = new ArrayList<>();
+    RemoteIterator<LocatedFileStatus> it = fs.listFiles(dir, true);
+    while (it.hasNext()) {
+      out.add(it.next().getPath().toUri().getPath());
+    }
+    return out;
+  }
+
+  private static float[] floats(TFloat32 t) {
+    float[] out = new float[(int) t.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = t.getFloat(t.shape().numDimensions() == 1 ? new long[] {i} : index(t.shape().asArray(), i));
+    }
+    return out;
+  }
+
+  private static long[] index(long[] shape, int flat) {
+    long[] idx = new long[shape.length];
+    for (int d = shape.length - 1; d >= 0; d--) {
+      idx[d] = flat % shape[d];
+      flat /= (int) shape[d];
+    }
+    return idx;
+  }
+
+  private static String last(List<String> lines) {
+    return lines.isEmpty() ? "" : lines.get(lines.size() - 1);
+  }
+
+  /** 900 rows of 3 well separated Gaussian blobs in 8 dimensions, with a header: label,f0..f7. */
+  static Path blobsCsv(Path file) throws Exception {
+    Random random = new Random(11);
+    StringBuilder csv = new StringBuilder("label,f0,f1,f2,f3,f4,f5,f6,f7\n");
+    for (int row = 0; row < 900; row++) {
+      int label = row % 3;
+      csv.append(label);
+      for (int f = 0; f < 8; f++) {
+        csv.append(',').append(String.format(java.util.Locale.ROOT, "%.4f", (f % 3 == label ? 2.0 : 0.0) + random.nextGaussian()));
+      }
+      csv.append('\n');
+    }
+    return Files.writeString(file, csv);
+  }
+}
