@@ -76,6 +76,10 @@ final class SubmitCommand {
     }
     YarnJob job = parse(args, List.of(System.getProperty("java.class.path").split(":")));
     if (!args.contains("--local")) {
+      job.outputDir().filter(dir -> !dir.matches("[a-zA-Z][a-zA-Z0-9+.-]*:.*") || dir.startsWith("file:"))
+          .ifPresent(dir -> err.println("muster submit: --output-dir " + dir + " is a path on each container's own "
+              + "host: the chief's outputs stay on the chief's host; give a URI of the cluster's file system "
+              + "(hdfs://...) to have them in one place"));
       return submit(job, cluster.get(), true, out, err, id -> { });
     }
     try (LocalYarn local = LocalYarn.startTemporary()) {

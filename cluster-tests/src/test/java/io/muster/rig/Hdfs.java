@@ -26,12 +26,17 @@ public final class Hdfs implements AutoCloseable {
 
   private final Host nameNodeHost;
   private final Path conf;
+  private final Path log4j;
+  private final List<Path> classpath;
   private final List<HostProcess> daemons = new ArrayList<>();
+  private final Map<Host, HostProcess> dataNodes = new java.util.HashMap<>();
   private FileSystem client;
 
-  private Hdfs(Host nameNodeHost, Path conf) {
+  private Hdfs(Host nameNodeHost, Path conf, Path log4j, List<Path> classpath) {
     this.nameNodeHost = nameNodeHost;
     this.conf = conf;
+    this.log4j = log4j;
+    this.classpath = classpath;
   }
 
   public static Hdfs start(EmulatedHosts rig, Host nameNode, List<Host> dataNodes) {
@@ -50,7 +55,7 @@ public final class Hdfs implements AutoCloseable {
     Path log4j = Daemons.log4j(rig.dir());
     List<Path> classpath = new ArrayList<>(List.of(conf));
     classpath.addAll(Installed.hadoop());
-    Hdfs hdfs = new Hdfs(nameNode, conf);
+    Hdfs hdfs = new Hdfs(nameNode, conf, log4j, classpath);
     try {
       String nn = "org.apache.hadoop.hdfs.server.namenode.NameNode";
       try (HostProcess format = nameNode.start("namenode-format",
@@ -64,13 +69,8 @@ public final class Hdfs implements AutoCloseable {
       HostProcess nameNodeProcess = nameNode.start("namenode", Daemons.java(log4j, classpath, List.of(), nn, List.of()),
           Map.of());
       hdfs.daemons.add(nameNodeProcess);
-      for (Host host : dataNodes) {
-        hdfs.daemons.add(host.start("datanode", Daemons.java(log4j, classpath, List.of(),
-            "org.apache.hadoop.hdfs.server.datanode.DataNode", List.of()), Map.of()));
-      }
-      for (HostProcess dataNode : hdfs.daemons.subList(1, hdfs.daemons.size())) {
-        dataNode.awaitLine(Pattern.compile("successfully registered with NN"), START, "registration with the NameNode");
-      }
+      dataNodes.forEach(hdfs::startDataNode);
+      hdfs.dataNodes.values().forEach(Hdfs::awaitRegistered);
       nameNodeProcess.awaitLine(Pattern.compile("(?i)safe mode is OFF|leaving safe mode"), START,
           "the NameNode leaving safe mode");
       return hdfs;
@@ -78,6 +78,28 @@ public final class Hdfs implements AutoCloseable {
       hdfs.close();
       throw e;
     }
+  }
+
+  private HostProcess startDataNode(Host host) {
+    HostProcess dataNode = host.start("datanode", Daemons.java(log4j, classpath, List.of(),
+        "org.apache.hadoop.hdfs.server.datanode.DataNode", List.of()), Map.of());
+    daemons.add(dataNode);
+    dataNodes.put(host, dataNode);
+    return dataNode;
+  }
+
+  private static void awaitRegistered(HostProcess dataNode) {
+    dataNode.awaitLine(Pattern.compile("successfully registered with NN"), START, "registration with the NameNode");
+  }
+
+  /** Kills {@code host}'s DataNode (SIGKILL), as a crash would end it. */
+  public void killDataNode(Host host) {
+    dataNodes.get(host).close();
+  }
+
+  /** Starts {@code host}'s DataNode again (on its old data directory) and waits for its registration. */
+  public void restartDataNode(Host host) {
+    awaitRegistered(startDataNode(host));
   }
 
   /** {@code hdfs://host1:8020}: the file system's URI on the hosts. */

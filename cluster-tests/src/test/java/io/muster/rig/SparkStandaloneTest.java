@@ -160,6 +160,33 @@ class SparkStandaloneTest {
   }
 
   @Test
+  void aDataNodeKilledWhileTheChiefSavesLosesNoCheckpoint() throws Exception {
+    hdfs.client().copyFromLocalFile(new org.apache.hadoop.fs.Path(blobsCsv(rig.dir().resolve("blobs.csv")).toUri()),
+        hdfs.path("/data/blobs.csv"));
+    String out = hdfs.uri() + "/jobs/datanode-killed";
+    // a checkpoint and a backup every epoch: the kill lands in or between saves, which follow one another
+    try (HostProcess p = spark.submit(client, "submit-datanode-killed", hdfs.conf(),
+        submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", List.of("--data", hdfs.uri() + "/data/blobs.csv",
+            "--workers", "3", "--global-batch", "60", "--epochs", "30", "--out", out)))) {
+      p.awaitLine(Pattern.compile("INFO  epoch 3/30: "), JOB, "epoch 3");
+      hdfs.killDataNode(rig.host(4));
+      try {
+        assertEquals(0, p.waitFor(JOB), p.tail());
+        assertTrue(last(p.stdout()).startsWith("held-out accuracy "), p.tail());
+      } finally {
+        hdfs.restartDataNode(rig.host(4));
+      }
+    }
+    List<String> verify = new ArrayList<>(List.of(Installed.java(), "-Xmx256m", "-cp",
+        Installed.joined(Stream.concat(Stream.of(hdfs.conf()), Installed.cli().stream()).toList()),
+        "io.muster.cli.Muster", "checkpoint", "verify", out + "/ckpt"));
+    try (HostProcess p = client.start("checkpoint-verify", verify, Map.of())) {
+      assertEquals(0, p.waitFor(JOB), p.tail());
+      assertTrue(String.join("\n", p.stdout()).contains("ckpt-30"), p.tail());
+    }
+  }
+
+  @Test
   void everyTasksTfConfigNamesTheHostsTheTasksRunOn() throws Exception {
     String script = "echo \"$(hostname) $TF_CONFIG\"";
     HostProcess run;

@@ -1,0 +1,84 @@
+package io.muster.rig;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
+
+/**
+ * Real YARN daemons on emulated hosts: a {@code ResourceManager} (CapacityScheduler, one queue) on
+ * one host and a {@code NodeManager} (DefaultContainerExecutor) on each of the others, so containers
+ * run as processes on the worker hosts. Their configuration joins HDFS's in the same
+ * {@code HADOOP_CONF_DIR}, which a client on a host uses to submit.
+ */
+public final class Yarn implements AutoCloseable {
+
+  private static final Duration START = Duration.ofMinutes(2);
+
+  private final Host resourceManagerHost;
+  private final List<HostProcess> daemons = new ArrayList<>();
+
+  private Yarn(Host resourceManagerHost) {
+    this.resourceManagerHost = resourceManagerHost;
+  }
+
+  /** Starts the daemons; {@code hdfs} must be running (its configuration directory is shared). */
+  public static Yarn start(EmulatedHosts rig, Hdfs hdfs, Host resourceManager, List<Host> nodeManagers) {
+    Path conf = hdfs.conf();
+    Daemons.siteXml(conf.resolve("yarn-site.xml"), new TreeMap<>(Map.ofEntries(
+        Map.entry("yarn.resourcemanager.hostname", resourceManager.name()),
+        // each host's own /tmp
+        Map.entry("yarn.nodemanager.local-dirs", "/tmp/yarn/local"),
+        Map.entry("yarn.nodemanager.log-dirs", "/tmp/yarn/logs"),
+        Map.entry("yarn.nodemanager.resource.memory-mb", "2048"),
+        Map.entry("yarn.nodemanager.resource.cpu-vcores", "4"),
+        Map.entry("yarn.scheduler.minimum-allocation-mb", "128"),
+        Map.entry("yarn.nodemanager.vmem-check-enabled", "false"),
+        Map.entry("yarn.nodemanager.pmem-check-enabled", "false"),
+        // a shared build machine's disk may be fuller than YARN's 90% default allows
+        Map.entry("yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", "99.5"),
+        Map.entry("yarn.nodemanager.delete.debug-delay-sec", "0"),
+        Map.entry("yarn.resourcemanager.nodemanagers.heartbeat-interval-ms", "250"))));
+    Daemons.siteXml(conf.resolve("capacity-scheduler.xml"), new TreeMap<>(Map.of(
+        "yarn.scheduler.capacity.root.queues", "default",
+        "yarn.scheduler.capacity.root.default.capacity", "100",
+        "yarn.scheduler.capacity.maximum-am-resource-percent", "0.5",
+        "yarn.scheduler.capacity.node-locality-delay", "0")));
+    Path log4j = Daemons.log4j(rig.dir());
+    List<Path> classpath = new ArrayList<>(List.of(conf));
+    classpath.addAll(Installed.hadoop());
+    // as Hadoop's scripts start YARN on Java 17: its web apps' Guice defines classes reflectively
+    List<String> flags = List.of("--add-opens=java.base/java.lang=ALL-UNNAMED");
+    Yarn yarn = new Yarn(resourceManager);
+    try {
+      HostProcess rm = resourceManager.start("resourcemanager", Daemons.java(log4j, classpath, flags,
+          "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", List.of()), Map.of());
+      yarn.daemons.add(rm);
+      rm.awaitLine(Pattern.compile("Transitioned to active state"), START, "the ResourceManager becoming active");
+      for (Host host : nodeManagers) {
+        yarn.daemons.add(host.start("nodemanager", Daemons.java(log4j, classpath, flags,
+            "org.apache.hadoop.yarn.server.nodemanager.NodeManager", List.of()), Map.of()));
+      }
+      for (HostProcess nm : yarn.daemons.subList(1, yarn.daemons.size())) {
+        nm.awaitLine(Pattern.compile("Registered with ResourceManager"), START, "registration with the ResourceManager");
+      }
+      return yarn;
+    } catch (RuntimeException e) {
+      yarn.close();
+      throw e;
+    }
+  }
+
+  /** {@code host1:8032}: where clients submit. */
+  public String resourceManager() {
+    return resourceManagerHost.name() + ":8032";
+  }
+
+  @Override
+  public void close() {
+    daemons.forEach(HostProcess::close);
+  }
+}

@@ -1,0 +1,178 @@
+package io.muster.rig;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.muster.testing.PythonTensorFlow;
+import java.io.InputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code muster submit} to a real YARN cluster of emulated hosts: the ResourceManager and the
+ * NameNode on host1, a NodeManager and a DataNode on each of host2..host4, the client on host1 with
+ * {@code HADOOP_CONF_DIR} pointing at the rig's configuration, Muster's runtime staged on HDFS.
+ */
+class YarnTest {
+
+  private static final Duration JOB = Duration.ofMinutes(5);
+  /** More than half a NodeManager's 2 GiB: YARN places one worker per host (the master's 512 MiB fits beside one). */
+  private static final String ONE_PER_HOST = "1536m";
+  private static EmulatedHosts rig;
+  private static Hdfs hdfs;
+  private static Yarn yarn;
+
+  @BeforeAll
+  static void startCluster() {
+    assumeTrue(EmulatedHosts.unavailable().isEmpty(), () -> "skipped: " + EmulatedHosts.unavailable().orElseThrow());
+    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-yarn"), 4);
+    List<Host> workers = rig.hosts().subList(1, 4);
+    hdfs = Hdfs.start(rig, rig.host(1), workers);
+    yarn = Yarn.start(rig, hdfs, rig.host(1), workers);
+  }
+
+  @AfterAll
+  static void stopCluster() {
+    if (yarn != null) {
+      yarn.close();
+    }
+    if (hdfs != null) {
+      hdfs.close();
+    }
+    if (rig != null) {
+      rig.close();
+    }
+  }
+
+  /** {@code muster ARGS} on {@code host}, as ./muster runs it, with the rig's HADOOP_CONF_DIR. */
+  static HostProcess muster(Host host, String name, List<String> args) {
+    List<Path> classpath = new ArrayList<>(List.of(hdfs.conf()));
+    classpath.addAll(Installed.cli());
+    List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx512m",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "-Djava.util.logging.manager=org.apache.logging.log4j.jul.LogManager",
+        "-cp", Installed.joined(classpath), "io.muster.cli.Muster"));
+    command.addAll(args);
+    return host.start(name, command, Map.of("HADOOP_CONF_DIR", hdfs.conf().toString()));
+  }
+
+  @Test
+  void aGangOfThreeRunsOnThreeHostsWithTfConfigsNamingThemAndItsStatusPageBehindTheTrackingUrl() throws Exception {
+    String page;
+    HostProcess run;
+    try (HostProcess submit = muster(rig.host(1), "submit-tf-config", List.of("submit", "--worker-instances", "3",
+        "--worker-memory", ONE_PER_HOST, "--command", "echo \"$(hostname) $TF_CONFIG\"; sleep 20"))) {
+      run = submit;
+      // the master's status page, through the ResourceManager's proxy, while the gang runs
+      submit.awaitLine(Pattern.compile("attempt 1: worker 3 running"), JOB, "every worker running");
+      Matcher url = Pattern.compile("RUNNING \\((http://host1:8088/proxy/\\S+/)\\)").matcher(String.join("\n",
+          submit.stdout()));
+      assertTrue(url.find(), submit.tail());
+      HttpResponse<String> status = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url.group(1)
+          .replace("host1", rig.host(1).address()) + "status.json")).timeout(Duration.ofSeconds(30)).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertEquals(200, status.statusCode(), status.body());
+      page = status.body();
+      assertEquals(0, submit.waitFor(JOB), submit.tail());
+    }
+    assertTrue(last(run.stdout()).endsWith("SUCCEEDED: succeeded on attempt 1 of 1"), run.tail());
+    assertTrue(page.contains("\"worker\""), page);
+
+    // Each command wrote its line into its container's log on the host it ran on.
+    Map<String, String> byHost = new TreeMap<>();
+    for (Host host : rig.hosts()) {
+      for (Path stdout : containerStdouts(host)) {
+        String line = Files.readString(stdout).strip();
+        if (!line.isEmpty()) {
+          byHost.put(host.name(), line);
+        }
+      }
+    }
+    assertEquals(List.of("host2", "host3", "host4"), List.copyOf(byHost.keySet()), byHost.toString());
+    for (Map.Entry<String, String> e : byHost.entrySet()) {
+      Matcher m = Pattern.compile("(host\\d) \\{\"cluster\": \\{\"worker\": \\[([^]]*)]}, \"task\": \\{\"type\": "
+          + "\"worker\", \"index\": (\\d)}}").matcher(e.getValue());
+      assertTrue(m.matches(), e.getValue());
+      assertEquals(e.getKey(), m.group(1));
+      List<String> workers = List.of(m.group(2).replace("\"", "").split(",\\s*"));
+      assertTrue(workers.stream().allMatch(a -> a.matches("host[2-4]:\\d+")), "host names, no loopback: " + workers);
+      assertEquals(e.getKey(), workers.get(Integer.parseInt(m.group(3))).split(":")[0], "its own entry: " + e);
+    }
+  }
+
+  @Test
+  void realTensorFlowMultiWorkerMirroredStrategyOnThreeHosts() throws Exception {
+    Path python = PythonTensorFlow.python();
+    Path script = rig.dir().resolve("mwms_train.py");
+    try (InputStream in = YarnTest.class.getResourceAsStream("/mwms_train.py")) {
+      Files.copy(in, script, StandardCopyOption.REPLACE_EXISTING);
+    }
+    // TensorFlow for Python reaches hdfs:// only through tensorflow-io, which these machines cannot
+    // install: the output directory is a path on each host, and the chief's checkpoint is read on its host.
+    try (HostProcess submit = muster(rig.host(1), "submit-mwms", List.of("submit", "--name", "mwms",
+        "--worker-instances", "3", "--worker-memory", ONE_PER_HOST, "--gang-timeout", "5m", "--files", script.toString(),
+        "--output-dir", "/tmp/mwms-out", "--command", python + " mwms_train.py"))) {
+      assertEquals(0, submit.waitFor(JOB), submit.tail());
+      assertTrue(last(submit.stdout()).endsWith("SUCCEEDED: succeeded on attempt 1 of 1"), submit.tail());
+      assertEquals(List.of("muster submit: --output-dir /tmp/mwms-out is a path on each container's own host: the "
+          + "chief's outputs stay on the chief's host; give a URI of the cluster's file system (hdfs://...) to have "
+          + "them in one place"), submit.stderr());
+    }
+    List<String> digests = new ArrayList<>();
+    List<String> ranOn = new ArrayList<>();
+    for (Host host : rig.hosts()) {
+      for (Path stdout : containerStdouts(host)) {
+        for (String line : Files.readAllLines(stdout)) {
+          if (line.startsWith("weights-sha256 ")) {
+            digests.add(line.split(" ")[1]);
+            ranOn.add(host.name());
+          }
+        }
+      }
+    }
+    assertEquals(List.of("host2", "host3", "host4"), ranOn.stream().sorted().toList(), "one worker per host");
+    assertEquals(1, digests.stream().distinct().count(), "identical weights on every host: " + digests);
+    List<String> withCheckpoint = rig.hosts().stream()
+        .filter(h -> Files.exists(h.scratch().resolve("tmp/mwms-out/checkpoint"))).map(Host::name).toList();
+    assertEquals(1, withCheckpoint.size(), "the chief's checkpoint, on the chief's host alone: " + withCheckpoint);
+    for (Host host : rig.hosts()) {
+      Path out = host.scratch().resolve("tmp/mwms-out");
+      if (Files.isDirectory(out)) {
+        try (Stream<Path> files = Files.list(out)) {
+          assertTrue(files.noneMatch(p -> p.getFileName().toString().startsWith("workertemp")), host + ": " + out);
+        }
+      }
+    }
+  }
+
+  private static List<Path> containerStdouts(Host host) throws Exception {
+    Path logs = host.scratch().resolve("tmp/yarn/logs");
+    if (!Files.isDirectory(logs)) {
+      return List.of();
+    }
+    try (Stream<Path> files = Files.walk(logs)) {
+      return files.filter(p -> p.getFileName().toString().equals("stdout")).toList();
+    }
+  }
+
+  private static String last(List<String> lines) {
+    return lines.isEmpty() ? "" : lines.get(lines.size() - 1);
+  }
+}
