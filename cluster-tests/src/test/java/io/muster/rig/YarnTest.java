@@ -5,14 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.muster.testing.PythonTensorFlow;
-import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -120,10 +118,8 @@ class YarnTest {
   @Test
   void realTensorFlowMultiWorkerMirroredStrategyOnThreeHosts() throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = rig.dir().resolve("mwms_train.py");
-    try (InputStream in = YarnTest.class.getResourceAsStream("/mwms_train.py")) {
-      Files.copy(in, script, StandardCopyOption.REPLACE_EXISTING);
-    }
+    // the script SubmitLocalTest runs on an in-process YARN
+    Path script = Installed.root().resolve("cli/src/test/resources/mwms_train.py");
     // TensorFlow for Python reaches hdfs:// only through tensorflow-io, which these machines cannot
     // install: the output directory is a path on each host, and the chief's checkpoint is read on its host.
     try (HostProcess submit = muster(rig.host(1), "submit-mwms", List.of("submit", "--name", "mwms",

@@ -10,20 +10,13 @@ import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
-import java.io.UncheckedIOException;
 import java.io.Writer;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,8 +40,6 @@ import org.slf4j.LoggerFactory;
  */
 final class CommandLogs {
   static final Logger log = LoggerFactory.getLogger(CommandLogs.class);
-  /** How long the driver waits, at the end of a run, for lines still on their way. */
-  private static final Duration READ_REMAINING = Duration.ofSeconds(5);
   private static final String EXIT = "EXIT";
   private static final String END = "END";
   private static final String FAILED = "FAILED";
@@ -90,12 +81,10 @@ final class CommandLogs {
 
   /** The driver's end. */
   static final class Receiver implements AutoCloseable {
-    private final ServerSocket socket;
-    private final String advertisedHost;
     private final JobToken token;
     private final Consumer<CommandLine> sink;
     private final EndOfJob endOfJob;
-    private final List<Thread> readers = new CopyOnWriteArrayList<>();
+    private DriverListener listener;
     private final Map<TaskId, Writer> tasks = new ConcurrentHashMap<>();
     /** Untracked tasks told to end before their connection was read; guarded by {@code this}. */
     private final Set<TaskId> endRequested = new HashSet<>();
@@ -104,10 +93,7 @@ final class CommandLogs {
     /** Why the gang failed, once it has; guarded by {@code this}. */
     private GangFailed gangFailure;
 
-    private Receiver(ServerSocket socket, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
-        GangSpec gang) {
-      this.socket = socket;
-      this.advertisedHost = advertisedHost;
+    private Receiver(JobToken token, Consumer<CommandLine> sink, GangSpec gang) {
       this.token = token;
       this.sink = sink;
       this.endOfJob = new EndOfJob(gang);
@@ -115,36 +101,15 @@ final class CommandLogs {
 
     static Receiver start(String bindHost, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
         GangSpec gang) {
-      try {
-        ServerSocket socket = new ServerSocket();
-        socket.bind(new InetSocketAddress(InetAddress.getByName(bindHost), 0));
-        Receiver receiver = new Receiver(socket, advertisedHost, token, sink, gang);
-        Thread accept = new Thread(receiver::acceptLoop, "muster-command-logs");
-        accept.setDaemon(true);
-        accept.start();
-        return receiver;
-      } catch (IOException e) {
-        throw new UncheckedIOException("cannot listen for the commands' logs on " + bindHost + ": " + e.getMessage(), e);
-      }
+      Receiver receiver = new Receiver(token, sink, gang);
+      receiver.listener = DriverListener.start(bindHost, advertisedHost, "muster-command-logs", "the commands' logs",
+          receiver::read);
+      return receiver;
     }
 
     /** Where the tasks connect: {@code host:port}. */
     String address() {
-      return advertisedHost + ":" + socket.getLocalPort();
-    }
-
-    private void acceptLoop() {
-      while (!socket.isClosed()) {
-        try {
-          Socket connection = socket.accept();
-          Thread reader = new Thread(() -> read(connection), "muster-command-logs-reader");
-          reader.setDaemon(true);
-          readers.add(reader);
-          reader.start();
-        } catch (IOException e) {
-          return; // closed
-        }
-      }
+      return listener.address();
     }
 
     private void read(Socket connection) {
@@ -262,20 +227,7 @@ final class CommandLogs {
     /** Stops listening, then lets each connection deliver what its task sent before it finished. */
     @Override
     public void close() {
-      try {
-        socket.close();
-      } catch (IOException ignored) {
-        // closing
-      }
-      long deadline = System.nanoTime() + READ_REMAINING.toNanos();
-      for (Thread reader : readers) {
-        try {
-          reader.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          return;
-        }
-      }
+      listener.close();
     }
   }
 
@@ -296,15 +248,11 @@ final class CommandLogs {
     /** Connects to the driver; when it cannot, the lines go to this executor's log. */
     static Sender connect(String address, String token, TaskId task) {
       Sender sender = new Sender(task);
-      int colon = address.lastIndexOf(':');
       try {
-        Socket socket = new Socket();
-        socket.connect(new InetSocketAddress(address.substring(0, colon),
-            Integer.parseInt(address.substring(colon + 1))), 10_000);
+        DriverListener.Link link = DriverListener.connect(address, token, task);
+        Socket socket = link.socket();
         sender.socket = socket;
-        sender.out = new BufferedWriter(new OutputStreamWriter(socket.getOutputStream(), StandardCharsets.UTF_8));
-        sender.out.write(token + "\n" + task + "\n");
-        sender.out.flush();
+        sender.out = link.out();
         Thread listener = new Thread(() -> sender.listen(socket), "muster-driver-link-" + task.job() + "-"
             + task.index());
         listener.setDaemon(true);

@@ -1,0 +1,133 @@
+package io.muster.spark;
+
+import io.muster.cluster.TaskId;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.UncheckedIOException;
+import java.io.Writer;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+
+/**
+ * The driver's end of a line link to the tasks of one gang run ({@link CommandLogs},
+ * {@link ProgressLink}): one port, bound before its address is handed to the tasks, a reader thread
+ * per connection, and a close that lets every reader finish what its task sent. A task connects
+ * with {@link #connect}, which presents the job's token and the task's name first.
+ */
+final class DriverListener implements AutoCloseable {
+  /** How long closing waits for the lines still on their way. */
+  private static final Duration READ_REMAINING = Duration.ofSeconds(5);
+  private static final Duration CONNECT = Duration.ofSeconds(10);
+  /** At the end, connections still waiting to be accepted are taken until none comes for this long. */
+  private static final Duration BACKLOG_QUIET = Duration.ofMillis(100);
+
+  private final ServerSocket socket;
+  private final String advertisedHost;
+  private final List<Thread> readers = new CopyOnWriteArrayList<>();
+  private final String name;
+  private final Consumer<Socket> reader;
+
+  private DriverListener(ServerSocket socket, String advertisedHost, String name, Consumer<Socket> reader) {
+    this.socket = socket;
+    this.advertisedHost = advertisedHost;
+    this.name = name;
+    this.reader = reader;
+  }
+
+  /**
+   * Listens on {@code bindHost} (port 0) and hands each connection to {@code reader} on a thread of
+   * its own, named {@code name}-reader; {@code what} names the link in errors.
+   */
+  static DriverListener start(String bindHost, String advertisedHost, String name, String what,
+      Consumer<Socket> reader) {
+    try {
+      ServerSocket socket = new ServerSocket();
+      socket.bind(new InetSocketAddress(InetAddress.getByName(bindHost), 0));
+      DriverListener listener = new DriverListener(socket, advertisedHost, name, reader);
+      Thread accept = new Thread(listener::acceptLoop, name);
+      accept.setDaemon(true);
+      accept.start();
+      return listener;
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot listen for " + what + " on " + bindHost + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Where the tasks connect: {@code host:port}. */
+  String address() {
+    return advertisedHost + ":" + socket.getLocalPort();
+  }
+
+  private void acceptLoop() {
+    while (!socket.isClosed()) {
+      try {
+        read(socket.accept());
+      } catch (IOException e) {
+        return; // closed
+      }
+    }
+  }
+
+  private void read(Socket connection) {
+    Thread thread = new Thread(() -> reader.accept(connection), name + "-reader");
+    thread.setDaemon(true);
+    readers.add(thread);
+    thread.start();
+  }
+
+  /** A task's connection to the driver, the token and the task's name already sent. */
+  record Link(Socket socket, Writer out) {}
+
+  /** Connects to the driver at {@code address} ({@code host:port}) as {@code task}. */
+  static Link connect(String address, String token, TaskId task) throws IOException {
+    int colon = address.lastIndexOf(':');
+    Socket socket = new Socket();
+    try {
+      socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
+          (int) CONNECT.toMillis());
+      Writer out = new BufferedWriter(new OutputStreamWriter(socket.getOutputStream(), StandardCharsets.UTF_8));
+      out.write(token + "\n" + task + "\n");
+      out.flush();
+      return new Link(socket, out);
+    } catch (IOException | RuntimeException e) {
+      socket.close();
+      throw e;
+    }
+  }
+
+  /** Stops listening, then lets each connection deliver what its task sent before it finished. */
+  @Override
+  public void close() {
+    try {
+      // A task that connected just before the end may still wait in the backlog: take it before closing.
+      socket.setSoTimeout((int) BACKLOG_QUIET.toMillis());
+      while (true) {
+        read(socket.accept());
+      }
+    } catch (IOException quiet) {
+      // no connection for BACKLOG_QUIET
+    }
+    try {
+      socket.close();
+    } catch (IOException ignored) {
+      // closing
+    }
+    long deadline = System.nanoTime() + READ_REMAINING.toNanos();
+    for (Thread reader : readers) {
+      try {
+        reader.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+}
