@@ -28,5 +28,7 @@ else:
     for _ in range(50):
         coordinator.schedule(add_one)
     coordinator.join()
-    with open(os.environ["MUSTER_RESULT_FILE"], "w") as f:
-        f.write("total=%g" % total.numpy())
+    result = "total=%g" % total.numpy()
+    print(result, flush=True)  # in the container's log on YARN
+    with open(os.environ["MUSTER_RESULT_FILE"], "w") as f:  # Spark returns it to the driver
+        f.write(result)

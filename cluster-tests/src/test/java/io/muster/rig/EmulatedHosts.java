@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
@@ -34,8 +35,10 @@ import org.slf4j.LoggerFactory;
 public final class EmulatedHosts implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(EmulatedHosts.class);
-  private static final Pattern OURS = Pattern.compile("mu(\\d+)-host\\d+");
-  private static final Pattern OUR_BRIDGE = Pattern.compile("\\d+: (mub(\\d+)):.*");
+  // names carry the test JVM's PID and the rig's number in it (rigs of one JVM follow one another)
+  private static final Pattern OURS = Pattern.compile("mu(\\d+)x\\d+-host\\d+");
+  private static final Pattern OUR_BRIDGE = Pattern.compile("\\d+: (mub(\\d+)x\\d+):.*");
+  private static final AtomicInteger RIGS = new AtomicInteger();
   private static final Duration COMMAND_TIMEOUT = Duration.ofSeconds(30);
 
   private final Path dir;
@@ -72,9 +75,9 @@ public final class EmulatedHosts implements AutoCloseable {
    */
   public static EmulatedHosts create(Path dir, int count) {
     removeLeftovers();
-    long pid = ProcessHandle.current().pid();
-    int subnet = (int) (pid % 250) + 1;
-    EmulatedHosts rig = new EmulatedHosts(dir, "mub" + pid);
+    String id = ProcessHandle.current().pid() + "x" + RIGS.incrementAndGet() % 10;
+    int subnet = (int) ((ProcessHandle.current().pid() + RIGS.get()) % 250) + 1;
+    EmulatedHosts rig = new EmulatedHosts(dir, "mub" + id);
     Runtime.getRuntime().addShutdownHook(rig.cleanup);
     try {
       deleteRecursively(dir); // a fresh cluster: no earlier run's HDFS, work directories or logs
@@ -83,7 +86,7 @@ public final class EmulatedHosts implements AutoCloseable {
       exec(List.of("ip", "addr", "add", "198.18." + subnet + ".254/24", "dev", rig.bridge));
       exec(List.of("ip", "link", "set", rig.bridge, "up"));
       for (int i = 1; i <= count; i++) {
-        rig.hosts.add(new Host(rig, "host" + i, "mu" + pid + "-host" + i, "mu" + pid + "h" + i,
+        rig.hosts.add(new Host(rig, "host" + i, "mu" + id + "-host" + i, "mu" + id + "h" + i,
             "198.18." + subnet + "." + i, dir.resolve("host" + i)));
       }
       String hostsFile = "127.0.0.1 localhost\n" + rig.hosts.stream().map(h -> h.address() + " " + h.name())
