@@ -29,7 +29,7 @@ class RuntimeAcrossHostsTest {
   @BeforeAll
   static void startHosts() {
     assumeTrue(EmulatedHosts.unavailable().isEmpty(), () -> "skipped: " + EmulatedHosts.unavailable().orElseThrow());
-    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-runtime"), 3);
+    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-runtime"), 4);
   }
 
   @AfterAll
@@ -79,6 +79,36 @@ class RuntimeAcrossHostsTest {
       workers.forEach(HostProcess::close);
     }
     assertEquals(1, hashes.stream().distinct().count(), "the same weights on every host: " + hashes);
+  }
+
+  @Test
+  void aClusterCoordinatorJobTrainsThroughWorkersOnTwoHostsWithItsParameterServerOnAFourth() {
+    String cluster = "\"cluster\": {\"chief\": [\"host1:2222\"], \"worker\": [\"host2:2222\", \"host3:2222\"], "
+        + "\"ps\": [\"host4:2222\"]}";
+    List<String> tasks = List.of("\"chief\", \"index\": 0", "\"worker\", \"index\": 0", "\"worker\", \"index\": 1",
+        "\"ps\", \"index\": 0");
+    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
+    classpath.addAll(Installed.musterJars());
+    classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
+    List<HostProcess> all = new ArrayList<>();
+    try {
+      for (int i = 0; i < 4; i++) {
+        all.add(rig.host(i + 1).start("ps-train", java(classpath, "io.muster.examples.PsExamples", "train"),
+            Map.of("TF_CONFIG", "{" + cluster + ", \"task\": {\"type\": " + tasks.get(i) + "}}", "MUSTER_JOB_TOKEN",
+                TOKEN)));
+      }
+      HostProcess chief = all.get(0);
+      assertEquals(0, chief.waitFor(RUN), chief.tail());
+      // 600 steps (per worker: {0=507, 1=93}), loss 0.5226 → 0.2409, held-out accuracy 0.9200
+      Matcher m = Pattern.compile("(\\d+) steps \\(per worker: \\{0=(\\d+), 1=(\\d+)}\\), loss \\S+ → \\S+, held-out "
+          + "accuracy (\\d\\.\\d+)").matcher(String.join("\n", chief.stdout()));
+      assertTrue(m.find(), chief.tail());
+      assertEquals(Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2)) + Integer.parseInt(m.group(3)), m.group());
+      assertTrue(Integer.parseInt(m.group(2)) > 0 && Integer.parseInt(m.group(3)) > 0, "both workers trained: " + m.group());
+      assertTrue(Double.parseDouble(m.group(4)) > 0.8, m.group());
+    } finally {
+      all.forEach(HostProcess::close);
+    }
   }
 
   @Test
