@@ -243,6 +243,36 @@ class SparkStandaloneTest {
     assertEquals(executorsBefore, executorDirs().size(), "no executor started");
   }
 
+  @Test
+  void sparkRunOfRealTensorFlowMultiWorkerMirroredStrategyAcrossThreeHosts() throws Exception {
+    Path python = io.muster.testing.PythonTensorFlow.python();
+    Path script = Installed.root().resolve("cli/src/test/resources/mwms_train.py"); // YarnTest runs it too
+    // TensorFlow for Python writes hdfs:// only with tensorflow-io: the output directory is each host's own
+    List<String> args = new ArrayList<>(List.of("--files", script.toString()));
+    args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3", "--out",
+        "file:///tmp/mwms-out", "--", python.toString(), "mwms_train.py")));
+    HostProcess run;
+    try (HostProcess p = spark.submit(client, "submit-mwms", null, args)) {
+      run = p;
+      assertEquals(0, p.waitFor(JOB), p.tail());
+    }
+    List<String> digests = run.stderr().stream().filter(l -> l.contains("] weights-sha256 "))
+        .map(l -> l.substring(l.indexOf("weights-sha256 ")).split(" ")[1]).toList();
+    assertEquals(3, digests.size(), String.join("\n", run.stderr()));
+    assertEquals(1, digests.stream().distinct().count(), "identical weights on every host: " + digests);
+    List<String> withCheckpoint = rig.hosts().stream()
+        .filter(h -> Files.exists(h.scratch().resolve("tmp/mwms-out/checkpoint"))).map(Host::name).toList();
+    assertEquals(1, withCheckpoint.size(), "the chief's checkpoint, on its own host alone: " + withCheckpoint);
+    for (Host host : rig.hosts()) {
+      Path out = host.scratch().resolve("tmp/mwms-out");
+      if (Files.isDirectory(out)) {
+        try (Stream<Path> files = Files.list(out)) {
+          assertTrue(files.noneMatch(p -> p.getFileName().toString().startsWith("workertemp")), host + ": " + out);
+        }
+      }
+    }
+  }
+
   private static List<String> workerAddresses(String tfConfig) {
     Matcher m = Pattern.compile("\"worker\"\\s*:\\s*\\[([^]]*)]").matcher(tfConfig);
     assertTrue(m.find(), tfConfig);
