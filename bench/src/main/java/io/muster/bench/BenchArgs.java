@@ -32,6 +32,15 @@ final class BenchArgs {
     return new BenchArgs(values);
   }
 
+  /** One of {@code choices}. */
+  String oneOf(String name, List<String> choices) {
+    String value = values.get(name);
+    if (!choices.contains(value)) {
+      throw new IllegalArgumentException(name + " must be one of " + String.join(", ", choices) + "; was '" + value + "'");
+    }
+    return value;
+  }
+
   /** A positive integer. */
   int positiveInt(String name) {
     return positive(name, values.get(name), name + " must be a positive integer, was '" + values.get(name) + "'");

@@ -17,7 +17,9 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * {@code ./muster bench spark [--workers 4] [--runs 5]}, in Spark {@code local[N]}:
+ * {@code ./muster bench spark [--workers 4] [--runs 5] [--rendezvous both]}, in Spark {@code local[N]}, with
+ * the tasks exchanging addresses through the driver ({@code driver}), through Spark's
+ * {@code allGather} (the baseline), or both, one after the other in this JVM:
  * <ul>
  *   <li>gang start: job submitted → every task past the handshake (joined the coordination service
  *       with its ring up), in-JVM mode; and job submitted → every external command started;
@@ -37,16 +39,23 @@ final class SparkBench {
     Map<String, String> defaults = new java.util.LinkedHashMap<>();
     defaults.put("--workers", "4");
     defaults.put("--runs", "5");
+    defaults.put("--rendezvous", "both");
     BenchArgs options = BenchArgs.parse(args, defaults);
     int workers = options.positiveInt("--workers");
     int runs = options.positiveInt("--runs");
-    return () -> run(workers, runs);
+    String rendezvous = options.oneOf("--rendezvous", List.of("both", "driver", "allGather"));
+    List<String> modes = rendezvous.equals("both") ? List.of("allGather", "driver") : List.of(rendezvous);
+    return () -> {
+      for (String mode : modes) { // the baseline first, in the same JVM
+        run(workers, runs, mode);
+      }
+    };
   }
 
-  private static void run(int workers, int runs) throws Exception {
+  private static void run(int workers, int runs, String rendezvous) throws Exception {
     SparkConf conf = new SparkConf().setMaster("local[" + workers + "]").setAppName("muster-bench-spark")
         .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
-        .set("spark.driver.bindAddress", "127.0.0.1");
+        .set("spark.driver.bindAddress", "127.0.0.1").set(BarrierTrainer.RENDEZVOUS, rendezvous);
     try (JavaSparkContext jsc = new JavaSparkContext(conf)) {
       JavaRDD<Integer> data = jsc.parallelize(IntStream.range(0, workers).boxed().toList(), workers);
       gangStart(jsc, data, workers, 1, false); // warm-up: class loading, JIT
@@ -56,9 +65,9 @@ final class SparkBench {
       for (int run = 0; run < runs; run++) {
         restarts.add(killAndRestart(jsc, data, workers, run));
       }
-      System.out.printf("{\"bench\": \"spark\", \"workers\": %d, \"runs\": %d, \"gang_start_ms_median\": %.1f, "
-          + "\"command_start_ms_median\": %.1f, \"detect_ms_median\": %.1f, \"restart_ms_median\": %.1f}%n",
-          workers, runs, Bench.median(handshake), Bench.median(commands),
+      System.out.printf("{\"bench\": \"spark\", \"rendezvous\": \"%s\", \"workers\": %d, \"runs\": %d, "
+          + "\"gang_start_ms_median\": %.1f, \"command_start_ms_median\": %.1f, \"detect_ms_median\": %.1f, "
+          + "\"restart_ms_median\": %.1f}%n", rendezvous, workers, runs, Bench.median(handshake), Bench.median(commands),
           Bench.median(restarts.stream().map(r -> r[0]).toList()),
           Bench.median(restarts.stream().map(r -> r[1]).toList()));
     }

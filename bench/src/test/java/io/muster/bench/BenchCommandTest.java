@@ -66,7 +66,9 @@ class BenchCommandTest {
         Arguments.of(new String[] {"spark", "--runs", "many"},
             "muster bench spark: --runs must be a positive integer, was 'many'"),
         Arguments.of(new String[] {"spark", "--nodes", "2"},
-            "muster bench spark: unknown argument '--nodes'; options: --workers, --runs"));
+            "muster bench spark: unknown argument '--nodes'; options: --workers, --runs, --rendezvous"),
+        Arguments.of(new String[] {"spark", "--rendezvous", "spark"},
+            "muster bench spark: --rendezvous must be one of both, driver, allGather; was 'spark'"));
   }
 
   @ParameterizedTest(name = "bench {0}")

@@ -25,7 +25,10 @@ import org.apache.hadoop.fs.LocatedFileStatus;
 import org.apache.hadoop.fs.RemoteIterator;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.tensorflow.Graph;
 import org.tensorflow.Result;
 import org.tensorflow.Session;
@@ -42,6 +45,7 @@ import org.tensorflow.types.family.TType;
  * of host2..host4. Jobs are submitted with Spark's own {@code SparkSubmit} from host1 in client
  * mode, as the README says, with Muster's jars in {@code --jars}.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class SparkStandaloneTest {
 
   private static final Duration JOB = Duration.ofMinutes(5);
@@ -77,7 +81,7 @@ class SparkStandaloneTest {
   private static List<String> submitArgs(String master, String mainClass, List<String> appArgs) {
     List<String> args = new ArrayList<>(List.of("--master", master, "--deploy-mode", "client",
         "--executor-memory", "512m", "--total-executor-cores", "3", "--executor-cores", "1",
-        "--conf", "spark.dynamicAllocation.enabled=false", "--conf", "spark.barrier.sync.timeout=600",
+        "--conf", "spark.dynamicAllocation.enabled=false",
         "--conf", "spark.ui.enabled=false",
         "--jars", String.join(",", Installed.musterJars().stream().map(Path::toString).toList()),
         "--class", mainClass, Installed.examplesJar().toString()));
@@ -271,6 +275,54 @@ class SparkStandaloneTest {
         }
       }
     }
+  }
+
+  /** Runs last: the cut host's Worker may be dropped by the Master while it is cut. */
+  @Test
+  @Order(Integer.MAX_VALUE)
+  void aHostCutBeforeTheGangFormsFailsTheRunAtTheGangTimeoutNamingTheHostAndWhatItAnswered() throws Exception {
+    Host cut = rig.host(3);
+    Set<Path> before = new HashSet<>(executorDirs());
+    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.gangTimeout=45s"));
+    args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3", "--", "sh", "-c",
+        "echo the command ran")));
+    try (HostProcess p = spark.submit(client, "submit-cut-before-gang", null, args)) {
+      // The run's barrier job waits for all three executors; cut host3 the moment its executor has registered
+      // its block manager, before it has a task.
+      awaitRegisteredExecutor(cut, before, p);
+      cut.cutLink();
+      try {
+        assertEquals(1, p.waitFor(Duration.ofMinutes(2)), p.tail());
+      } finally {
+        cut.healLink();
+      }
+      // Spark started host3's task and it never joined, or (the cut came before the executor told the driver
+      // it was ready) Spark had no slot there: either way the line names host3 and its silence.
+      String failure = last(p.stderr());
+      assertTrue(failure.startsWith("muster spark-run: training failed on attempt 1 of 1: the gang did not form "
+          + "within 45 s (the gang timeout): "), failure);
+      assertTrue(Pattern.compile("(worker \\d was started on host3 \\(executor \\d+\\) \\d+ s ago and has not joined; "
+          + "its executor at host3:\\d+: no answer within 2000 ms \\(the host is down or cut off from the driver\\))"
+          + "|(not started by Spark, .* host3:\\d+ not answering \\(no answer within 2000 ms\\))").matcher(failure).find(),
+          failure);
+      assertTrue(p.stderr().stream().noneMatch(l -> l.contains("the command ran")), "no command started: " + p.tail());
+    }
+  }
+
+  /** Waits until an executor started after {@code before} on {@code host} has registered with its driver. */
+  private static void awaitRegisteredExecutor(Host host, Set<Path> before, HostProcess driver) throws Exception {
+    long deadline = System.nanoTime() + JOB.toNanos();
+    while (System.nanoTime() < deadline && driver.isAlive()) {
+      for (Path dir : executorDirs()) {
+        Path stderr = dir.resolve("stderr");
+        if (!before.contains(dir) && dir.startsWith(host.scratch()) && Files.exists(stderr)
+            && Files.readString(stderr).contains("Initialized BlockManager")) {
+          return;
+        }
+      }
+      Thread.sleep(50);
+    }
+    throw new IllegalStateException("no executor of the run registered on " + host + "\n" + driver.tail());
   }
 
   private static List<String> workerAddresses(String tfConfig) {

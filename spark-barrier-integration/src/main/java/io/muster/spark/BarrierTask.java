@@ -21,8 +21,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The body of every barrier task: bind this task's server, exchange addresses with
- * {@code allGather} (so every task forms the same {@link Gang}: partition {@code p} is member
+ * The body of every barrier task: bind this task's server, exchange addresses
+ * ({@link BarrierTasks#exchange}, so every task forms the same {@link Gang}: partition {@code p} is member
  * {@code p}), join the job through {@link MultiWorkerMirroredStrategy}, run the train function,
  * return the chief's result.
  */
@@ -39,12 +39,13 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   private final CommunicationOptions communication;
   private final HadoopConfiguration hadoop;
   private final String driverProgress;
+  private final BarrierTasks.Rendezvous rendezvous;
   private final int attempt;
   private final int gpusPerWorker;
 
   BarrierTask(TrainFunction<T, R> fn, GangSpec gang, JobToken token, String host, CoordinationOptions coordination,
-      CommunicationOptions communication, HadoopConfiguration hadoop, String driverProgress, int attempt,
-      int gpusPerWorker) {
+      CommunicationOptions communication, HadoopConfiguration hadoop, String driverProgress,
+      BarrierTasks.Rendezvous rendezvous, int attempt, int gpusPerWorker) {
     this.fn = fn;
     this.gang = gang;
     this.token = token.value();
@@ -53,6 +54,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     this.communication = communication;
     this.hadoop = hadoop;
     this.driverProgress = driverProgress;
+    this.rendezvous = rendezvous;
     this.attempt = attempt;
     this.gpusPerWorker = gpusPerWorker;
   }
@@ -63,7 +65,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
     try (ProgressLink.Sender progress = ProgressLink.Sender.connect(driverProgress, token, task)) {
-      return BarrierTasks.inGang(ctx, gang, task, security, host, (server, cluster) -> {
+      return BarrierTasks.inGang(ctx, gang, task, security, host, rendezvous, (server, cluster) -> {
         try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
             .security(security).server(server).coordination(coordination).communication(communication).build()) {
           R result;

@@ -6,6 +6,8 @@ import io.muster.cluster.TaskId;
 import io.muster.launch.GangSpec;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
+import java.io.Serializable;
+import java.time.Duration;
 import java.util.List;
 import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
@@ -22,11 +24,11 @@ final class BarrierTasks {
 
   /**
    * Binds this task's server (port 0, on {@code host} or the executor's address), exchanges the
-   * members' addresses with {@code allGather} so every task forms the same cluster, and runs
+   * members' addresses ({@link #exchange}) so every task forms the same cluster, and runs
    * {@code body}; Spark killing the task closes the server and interrupts this thread.
    */
   static <R> R inGang(BarrierTaskContext ctx, GangSpec gang, TaskId task, Security security, String host,
-      InGang<R> body) throws Exception {
+      Rendezvous rendezvous, InGang<R> body) throws Exception {
     String bindHost = host != null ? host : executorHost(ctx);
     Thread worker = Thread.currentThread();
     try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
@@ -34,8 +36,29 @@ final class BarrierTasks {
           server.close();
           worker.interrupt();
         })) {
-      List<HostPort> addresses = Stream.of(ctx.allGather(server.address().toString())).map(HostPort::parse).toList();
-      return body.run(server, gang.formed(addresses).cluster());
+      return body.run(server, gang.formed(exchange(ctx, rendezvous, task, server.address())).cluster());
+    }
+  }
+
+  /**
+   * Where the tasks of a gang run learn each other's addresses: the driver's {@link GangRendezvous}
+   * at {@code address}, within {@code timeout}; or Spark's {@code allGather} when {@code address}
+   * is null.
+   */
+  record Rendezvous(String address, String token, Duration timeout) implements Serializable {
+    static Rendezvous allGather() {
+      return new Rendezvous(null, null, null);
+    }
+  }
+
+  /** Every member's address, in member order, this task's own ({@code mine}) among them. */
+  static List<HostPort> exchange(BarrierTaskContext ctx, Rendezvous rendezvous, TaskId task, HostPort mine) {
+    if (rendezvous.address() == null) {
+      return Stream.of(ctx.allGather(mine.toString())).map(HostPort::parse).toList();
+    }
+    try (GangRendezvous.Member member = new GangRendezvous.Member(rendezvous.address(), rendezvous.token(), task);
+        KillWatch watch = new KillWatch(ctx, member::close)) {
+      return member.exchange(ctx.partitionId(), mine, rendezvous.timeout());
     }
   }
 

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -61,6 +62,10 @@ public final class BarrierTrainer {
   private static final Logger log = LoggerFactory.getLogger(BarrierTrainer.class);
   /** Longer address-exchange waits than this are warned about (Spark's default is a year). */
   static final long MAX_BARRIER_SYNC_SECONDS = 3600;
+  /** Spark setting: how long a gang run may take to form, from its job's submission (default 10min). */
+  public static final String GANG_TIMEOUT = "spark.muster.gangTimeout";
+  /** Spark setting: where the tasks exchange their addresses, {@code driver} (default) or Spark's {@code allGather}. */
+  public static final String RENDEZVOUS = "spark.muster.rendezvous";
   static final String NOT_RETRIED = "the train function's own failure, which a re-run would repeat; "
       + "throw RetryableException, or exit with 75, to have the gang re-run";
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
@@ -73,6 +78,7 @@ public final class BarrierTrainer {
   private final CoordinationOptions coordination;
   private final CommunicationOptions communication;
   private final Consumer<CommandLine> commandLogs;
+  private final Duration gangTimeout;
 
   private BarrierTrainer(Builder b, GangSpec gang) {
     this.gang = gang;
@@ -82,6 +88,7 @@ public final class BarrierTrainer {
     this.coordination = b.coordination;
     this.communication = b.communication;
     this.commandLogs = b.commandLogs;
+    this.gangTimeout = b.gangTimeout;
   }
 
   public static Builder builder() {
@@ -138,14 +145,17 @@ public final class BarrierTrainer {
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
     return withRetries(attempt -> {
-      CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, newToken(), host, coordination);
-      @SuppressWarnings("unchecked")
-      ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
-      List<R> chief = new JavaRDD<>(none.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
-      if (chief.size() != 1) {
-        throw new IllegalStateException("expected one result from the chief, got " + chief.size());
-      }
-      return chief.get(0);
+      JobToken token = newToken();
+      return inRendezvous(jsc.sc(), token, rendezvous -> {
+        CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, token, host, coordination, rendezvous);
+        @SuppressWarnings("unchecked")
+        ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+        List<R> chief = new JavaRDD<>(none.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
+        if (chief.size() != 1) {
+          throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+        }
+        return chief.get(0);
+      });
     });
   }
 
@@ -184,7 +194,7 @@ public final class BarrierTrainer {
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
         boolean retryable = !UsersFailureException.isIn(e);
-        String why = GangFailure.describe(e, gang);
+        String why = e instanceof GangNotFormedException ? e.getMessage() : GangFailure.describe(e, gang);
         log.debug("attempt {} of {} failed; as Spark reported it:", attempt + 1, maxAttempts, e);
         if (attempt + 1 >= maxAttempts || !retryable) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
@@ -200,14 +210,15 @@ public final class BarrierTrainer {
       int attempt) {
     JobToken token = newToken();
     SparkConf conf = shards.context().getConf();
-    String driverHost = conf.get("spark.driver.host", "127.0.0.1");
     Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
-    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
-        driverHost, token, sink, gang)) {
-      CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), attempt, gpusPerWorker);
-      ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
-      List<byte[]> chief = new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
-      return chief.stream().findFirst();
+    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang)) {
+      return inRendezvous(shards.context(), token, rendezvous -> {
+        CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), rendezvous, attempt,
+            gpusPerWorker);
+        ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
+        List<byte[]> chief = new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
+        return chief.stream().findFirst();
+      });
     }
   }
 
@@ -215,19 +226,73 @@ public final class BarrierTrainer {
       int attempt) {
     JobToken token = newToken();
     SparkConf conf = shards.context().getConf();
-    String driverHost = conf.get("spark.driver.host", "127.0.0.1");
-    try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(conf.get("spark.driver.bindAddress", driverHost),
-        driverHost, token, ProgressLink::toLog)) {
-      BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
-          progress.address(), attempt, gpusPerWorker);
-      @SuppressWarnings("unchecked")
-      ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
-      RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
-      List<R> chief = new JavaRDD<>(results, tag).collect();
-      if (chief.size() != 1) {
-        throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+    try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(bindHost(conf), driverHost(conf), token,
+        ProgressLink::toLog)) {
+      return inRendezvous(shards.context(), token, rendezvous -> {
+        BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
+            progress.address(), rendezvous, attempt, gpusPerWorker);
+        @SuppressWarnings("unchecked")
+        ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+        RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
+        List<R> chief = new JavaRDD<>(results, tag).collect();
+        if (chief.size() != 1) {
+          throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+        }
+        return chief.get(0);
+      });
+    }
+  }
+
+  /**
+   * Runs one gang run's barrier job with the {@link GangRendezvous} its tasks join on the driver,
+   * which must form within the gang timeout ({@link GangNotFormedException} when it does not); with
+   * {@value #RENDEZVOUS}{@code =allGather}, they exchange addresses by Spark's {@code allGather}
+   * instead, within {@code spark.barrier.sync.timeout}.
+   */
+  private <R> R inRendezvous(SparkContext sc, JobToken token, Function<BarrierTasks.Rendezvous, R> job) {
+    SparkConf conf = sc.getConf();
+    if (!rendezvousOnDriver(conf)) {
+      return job.apply(BarrierTasks.Rendezvous.allGather());
+    }
+    Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
+    return GangStartWatch.around(sc, gang, watch -> {
+      try (GangRendezvous rendezvous = GangRendezvous.start(bindHost(conf), driverHost(conf), token, gang, timeout,
+          watch::explainMissing, watch::cancel)) {
+        try {
+          return job.apply(new BarrierTasks.Rendezvous(rendezvous.address(), token.value(), timeout));
+        } catch (Exception e) { // Spark's SparkException is checked in Java's eyes
+          Optional<String> failure = rendezvous.failure();
+          if (failure.isPresent()) {
+            throw new GangNotFormedException(failure.get(), e);
+          }
+          throw e;
+        }
       }
-      return chief.get(0);
+    });
+  }
+
+  /** Whether the tasks exchange their addresses through the driver ({@value #RENDEZVOUS}, default {@code driver}). */
+  static boolean rendezvousOnDriver(SparkConf conf) {
+    String how = conf.get(RENDEZVOUS, "driver");
+    return switch (how) {
+      case "driver" -> true;
+      case "allGather" -> false;
+      default -> throw new IllegalArgumentException(RENDEZVOUS + " must be 'driver' or 'allGather'; was '" + how + "'");
+    };
+  }
+
+  private static String driverHost(SparkConf conf) {
+    return conf.get("spark.driver.host", "127.0.0.1");
+  }
+
+  private static String bindHost(SparkConf conf) {
+    return conf.get("spark.driver.bindAddress", driverHost(conf));
+  }
+
+  /** A gang that did not form within the gang timeout: which members are missing, and what the driver saw of them. */
+  static final class GangNotFormedException extends IllegalStateException {
+    GangNotFormedException(String message, Throwable cause) {
+      super(message, cause);
     }
   }
 
@@ -268,6 +333,10 @@ public final class BarrierTrainer {
   /** The pre-flight checks, on the driver, before any task starts. */
   static void checkApplication(SparkConf conf, int gangSize, int gpusPerWorker) {
     warnings(conf).forEach(log::warn);
+    if (conf.contains(GANG_TIMEOUT) && conf.getTimeAsMs(GANG_TIMEOUT, "10min") <= 0) {
+      throw new IllegalArgumentException(GANG_TIMEOUT + " must be a positive duration such as 90s or 10min; was '"
+          + conf.get(GANG_TIMEOUT) + "'");
+    }
     if (gpusPerWorker > 0) {
       double perTask = conf.getDouble("spark.task.resource.gpu.amount", 0);
       if (perTask < gpusPerWorker) {
@@ -291,6 +360,9 @@ public final class BarrierTrainer {
 
   /** Settings that do not stop a run but can make a failure wait far too long. */
   static List<String> warnings(SparkConf conf) {
+    if (rendezvousOnDriver(conf)) {
+      return List.of(); // spark.barrier.sync.timeout only bounds allGather
+    }
     long syncTimeout = conf.getTimeAsSeconds("spark.barrier.sync.timeout", "365d");
     if (syncTimeout > MAX_BARRIER_SYNC_SECONDS) {
       return List.of("spark.barrier.sync.timeout is " + syncTimeout + " s: a task that never reaches the address "
@@ -343,8 +415,20 @@ public final class BarrierTrainer {
         .withShutdownBarrierTimeout(Duration.ofMinutes(1));
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
     private Consumer<CommandLine> commandLogs;
+    private Duration gangTimeout;
 
     private Builder() {}
+
+    /**
+     * How long a gang run may take to form, from its job's submission: Spark finding slots for the
+     * whole barrier stage, each task reading its partition, the address exchange. When it passes,
+     * the run fails naming the members missing and what their hosts answer (and is re-run, as a
+     * cluster's failure). By default the Spark setting {@value BarrierTrainer#GANG_TIMEOUT}, or 10 minutes.
+     */
+    public Builder gangTimeout(Duration value) {
+      this.gangTimeout = value;
+      return this;
+    }
 
     /**
      * Where the external commands' lines go on the driver; by default to the log as
@@ -433,6 +517,9 @@ public final class BarrierTrainer {
       }
       if (maxAttempts < 1) {
         throw new IllegalArgumentException("maxAttempts must be >= 1, was " + maxAttempts);
+      }
+      if (gangTimeout != null && (gangTimeout.isNegative() || gangTimeout.isZero())) {
+        throw new IllegalArgumentException("gangTimeout must be positive, was " + gangTimeout);
       }
       if (host != null && host.isBlank()) {
         throw new IllegalArgumentException("host must be a host name or address, was '" + host + "'");

@@ -64,6 +64,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
   private final String token;
   private final String host;
   private final String driverAddress;
+  private final BarrierTasks.Rendezvous rendezvous;
   private final int attempt;
   private final int gpusPerWorker;
 
@@ -72,13 +73,14 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
    * @param driverAddress the driver's {@link CommandLogs.Receiver}
    */
   CommandTask(ExternalCommand command, GangSpec gang, StructType schema, JobToken token, String host,
-      String driverAddress, int attempt, int gpusPerWorker) {
+      String driverAddress, BarrierTasks.Rendezvous rendezvous, int attempt, int gpusPerWorker) {
     this.command = command;
     this.gang = gang;
     this.schema = schema;
     this.token = token.value();
     this.host = host;
     this.driverAddress = driverAddress;
+    this.rendezvous = rendezvous;
     this.attempt = attempt;
     this.gpusPerWorker = gpusPerWorker;
   }
@@ -103,8 +105,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       List<HostPort> addresses;
       ServerSocket reserved = reservePort(bindHost, task);
       try {
-        addresses = Stream.of(ctx.allGather(new HostPort(bindHost, reserved.getLocalPort()).toString()))
-            .map(HostPort::parse).toList();
+        addresses = BarrierTasks.exchange(ctx, rendezvous, task, new HostPort(bindHost, reserved.getLocalPort()));
       } finally {
         closeQuietly(reserved); // released at the last moment: the command binds it next
       }

@@ -16,7 +16,7 @@ import scala.runtime.AbstractFunction1;
 
 /**
  * The body of every barrier task of a parameter-server gang: bind this task's server, exchange
- * addresses with {@code allGather}, join through {@link ParameterServerStrategy}; the chief runs
+ * addresses ({@link BarrierTasks#exchange}), join through {@link ParameterServerStrategy}; the chief runs
  * the coordinator function and returns its result, the workers and ps tasks serve until it is done.
  */
 final class CoordinatorTask<R extends Serializable> extends AbstractFunction1<Iterator<Object>, Iterator<R>>
@@ -30,15 +30,17 @@ final class CoordinatorTask<R extends Serializable> extends AbstractFunction1<It
   private final String token;
   private final String host;
   private final CoordinationOptions coordination;
+  private final BarrierTasks.Rendezvous rendezvous;
 
   CoordinatorTask(CoordinatorFunction<R> fn, CoordinatorFunction.Registry functions, GangSpec gang, JobToken token,
-      String host, CoordinationOptions coordination) {
+      String host, CoordinationOptions coordination, BarrierTasks.Rendezvous rendezvous) {
     this.fn = fn;
     this.functions = functions;
     this.gang = gang;
     this.token = token.value();
     this.host = host;
     this.coordination = coordination;
+    this.rendezvous = rendezvous;
   }
 
   @Override
@@ -47,7 +49,7 @@ final class CoordinatorTask<R extends Serializable> extends AbstractFunction1<It
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
     try {
-      return BarrierTasks.inGang(ctx, gang, task, security, host, (server, cluster) -> {
+      return BarrierTasks.inGang(ctx, gang, task, security, host, rendezvous, (server, cluster) -> {
         try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().cluster(cluster, task)
             .security(security).server(server).coordination(coordination).functions(functions.create()).build()) {
           if (!strategy.isCoordinator()) {

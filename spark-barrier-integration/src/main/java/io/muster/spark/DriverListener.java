@@ -93,7 +93,7 @@ final class DriverListener implements AutoCloseable {
     try {
       socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
           (int) CONNECT.toMillis());
-      Writer out = new BufferedWriter(new OutputStreamWriter(socket.getOutputStream(), StandardCharsets.UTF_8));
+      Writer out = writer(socket);
       out.write(token + "\n" + task + "\n");
       out.flush();
       return new Link(socket, out);
@@ -101,6 +101,11 @@ final class DriverListener implements AutoCloseable {
       socket.close();
       throw e;
     }
+  }
+
+  /** A buffered UTF-8 writer on the connection. */
+  static Writer writer(Socket socket) throws IOException {
+    return new BufferedWriter(new OutputStreamWriter(socket.getOutputStream(), StandardCharsets.UTF_8));
   }
 
   /** Stops listening, then lets each connection deliver what its task sent before it finished. */

@@ -156,9 +156,16 @@ class BarrierTrainerTest {
     IllegalStateException dynamic = assertThrows(IllegalStateException.class, () -> BarrierTrainer.checkApplication(
         new SparkConf().set("spark.master", "yarn").set("spark.dynamicAllocation.enabled", "true"), 2, 0));
     assertTrue(dynamic.getMessage().startsWith("spark.dynamicAllocation.enabled is true"), dynamic.getMessage());
-    assertTrue(BarrierTrainer.warnings(new SparkConf()).get(0).startsWith("spark.barrier.sync.timeout is 31536000 s"),
-        "Spark's default of a year is worth a warning");
-    assertEquals(List.of(), BarrierTrainer.warnings(new SparkConf().set("spark.barrier.sync.timeout", "600s")));
+    SparkConf allGather = new SparkConf().set(BarrierTrainer.RENDEZVOUS, "allGather");
+    assertTrue(BarrierTrainer.warnings(allGather).get(0).startsWith("spark.barrier.sync.timeout is 31536000 s"),
+        "Spark's default of a year is worth a warning where allGather waits for it");
+    assertEquals(List.of(), BarrierTrainer.warnings(allGather.clone().set("spark.barrier.sync.timeout", "600s")));
+    assertEquals(List.of(), BarrierTrainer.warnings(new SparkConf()), "the driver's rendezvous has its own deadline");
+    assertEquals("spark.muster.rendezvous must be 'driver' or 'allGather'; was 'spark'", assertThrows(
+        IllegalArgumentException.class, () -> BarrierTrainer.checkApplication(
+            new SparkConf().set(BarrierTrainer.RENDEZVOUS, "spark"), 2, 0)).getMessage());
+    assertEquals("gangTimeout must be positive, was PT0S", assertThrows(IllegalArgumentException.class,
+        () -> BarrierTrainer.builder().gangTimeout(java.time.Duration.ZERO).build()).getMessage());
     assertEquals(12, BarrierTrainer.taskSlots(new SparkConf().set("spark.master", "yarn")
         .set("spark.executor.instances", "3").set("spark.executor.cores", "8").set("spark.task.cpus", "2")));
     // standalone: spark-submit --total-executor-cores 3 --executor-cores 1, or whole Workers of 4 cores
@@ -223,6 +230,50 @@ class BarrierTrainerTest {
   }
 
   private static final java.util.Map<String, Long> TASK_IDS = new java.util.concurrent.ConcurrentHashMap<>();
+
+  @Test
+  void aGangSparkCannotStartFailsAtItsTimeoutNamingTheMembersAndTheSlots() throws Exception {
+    // Another job holds one of the four slots, so a barrier stage of four never starts.
+    java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(1);
+    Thread holder = new Thread(() -> {
+      spark.setJobGroup("muster-test-holder", "holds a slot", true);
+      try {
+        spark.parallelize(List.of(1), 1).foreach(x -> Thread.sleep(60_000));
+      } catch (RuntimeException cancelled) {
+        // the test's cancel below
+      }
+    });
+    org.apache.spark.scheduler.SparkListener started = new org.apache.spark.scheduler.SparkListener() {
+      @Override
+      public void onTaskStart(org.apache.spark.scheduler.SparkListenerTaskStart start) {
+        holding.countDown();
+      }
+    };
+    spark.sc().addSparkListener(started);
+    holder.start();
+    try {
+      assertTrue(holding.await(30, java.util.concurrent.TimeUnit.SECONDS), "the holding job started");
+      BarrierTrainer gang = BarrierTrainer.builder().numWorkers(4).maxAttempts(1)
+          .gangTimeout(java.time.Duration.ofSeconds(2)).build();
+      IllegalStateException failed = assertThrows(IllegalStateException.class,
+          () -> gang.fit(spark.parallelize(List.of(1, 2, 3, 4)), ctx -> "never"));
+      assertTrue(failed.getMessage().startsWith("training failed on attempt 1 of 1: the gang did not form within 2 s "
+          + "(the gang timeout): worker 0, worker 1, worker 2, worker 3 were not started by Spark, which starts a "
+          + "barrier stage only when it has 4 free task slots at once (executors: 127.0.0.1:"), failed.getMessage());
+      assertTrue(failed.getMessage().matches("(?s).* running [1-4]\\)"), "the holder's task, at least: " + failed.getMessage());
+    } finally {
+      spark.cancelJobGroup("muster-test-holder");
+      holder.join(30_000);
+      spark.sc().removeSparkListener(started);
+    }
+    Long sum = BarrierTrainer.builder().numWorkers(4).build().fit(spark.parallelize(List.of(1, 2, 3, 4)), ctx -> {
+      long[] total = {0};
+      ctx.rows().forEachRemaining(v -> total[0] += v);
+      ctx.strategy().collectives().allReduce(total, ReduceOp.SUM);
+      return total[0];
+    });
+    assertEquals(10L, sum, "the slots are free again, and a gang forms");
+  }
 
   @Test
   void aGangWhoseTaskIsKilledIsReRun() throws Exception {

@@ -1,0 +1,157 @@
+package io.muster.spark;
+
+import io.muster.cluster.HostPort;
+import io.muster.launch.GangSpec;
+import io.muster.rpc.Reachability;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.SparkExecutorInfo;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
+import org.apache.spark.scheduler.TaskInfo;
+import org.apache.spark.storage.BlockManagerId;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The driver's view of one gang run's barrier job while its gang forms: which member Spark started
+ * on which executor and host (from the listener bus), what the host of a member that never joined
+ * answers to a probe of its executor, and the cancel of the job when the gang's deadline passes.
+ * The run's jobs are found by a local property set on the thread that submits them.
+ */
+final class GangStartWatch extends SparkListener implements AutoCloseable {
+  private static final String RUN = "muster.gang.run";
+  private static final Duration PROBE = Duration.ofSeconds(2);
+  /** Executors probed at once when the gang's deadline passes. */
+  private static final int MAX_PROBES = 32;
+
+  private final SparkContext sc;
+  private final GangSpec gang;
+  private final String run = UUID.randomUUID().toString();
+  private final Map<Integer, Integer> resultStageOfJob = new ConcurrentHashMap<>();
+  private final Map<Integer, TaskInfo> started = new ConcurrentHashMap<>();
+
+  private GangStartWatch(SparkContext sc, GangSpec gang) {
+    this.sc = sc;
+    this.gang = gang;
+  }
+
+  /** Watches the barrier jobs that {@code job} submits from this thread, and cancels them on a timeout. */
+  static <R> R around(SparkContext sc, GangSpec gang, Function<GangStartWatch, R> job) {
+    GangStartWatch watch = new GangStartWatch(sc, gang);
+    String previous = sc.getLocalProperty(RUN);
+    sc.addSparkListener(watch);
+    sc.setLocalProperty(RUN, watch.run);
+    try {
+      return job.apply(watch);
+    } finally {
+      sc.setLocalProperty(RUN, previous);
+      watch.close();
+    }
+  }
+
+  @Override
+  public void onJobStart(SparkListenerJobStart jobStart) {
+    if (run.equals(jobStart.properties() == null ? null : jobStart.properties().getProperty(RUN))) {
+      // The barrier stage is the job's result stage, the last one created.
+      int resultStage = CollectionConverters.asJava(jobStart.stageIds()).stream().mapToInt(id -> (Integer) id).max()
+          .orElse(-1);
+      resultStageOfJob.put(jobStart.jobId(), resultStage);
+    }
+  }
+
+  @Override
+  public void onTaskStart(SparkListenerTaskStart taskStart) {
+    if (resultStageOfJob.containsValue(taskStart.stageId())) {
+      started.put(taskStart.taskInfo().index(), taskStart.taskInfo());
+    }
+  }
+
+  /** Ends the run's jobs, with {@code reason} as Spark's cancel reason. */
+  void cancel(String reason) {
+    resultStageOfJob.keySet().forEach(job -> sc.cancelJob(job, reason));
+  }
+
+  /** What the driver knows of the members that have not joined, in words. */
+  String explainMissing(List<Integer> members) {
+    List<SparkExecutorInfo> executors = Arrays.asList(sc.statusTracker().getExecutorInfos());
+    List<String> parts = new ArrayList<>();
+    List<String> notStarted = new ArrayList<>();
+    long now = System.currentTimeMillis();
+    for (int member : members) {
+      TaskInfo task = started.get(member);
+      if (task == null) {
+        notStarted.add(gang.task(member).toString());
+      } else {
+        parts.add(gang.task(member) + " was started on " + task.host() + " (executor " + task.executorId() + ") "
+            + Math.max(0, (now - task.launchTime()) / 1000) + " s ago and has not joined; " + probe(task.host(), executors));
+      }
+    }
+    if (!notStarted.isEmpty()) {
+      parts.add(String.join(", ", notStarted) + (notStarted.size() == 1 ? " was" : " were") + " not started by Spark, "
+          + "which starts a barrier stage only when it has " + gang.size() + " free task slots at once (executors: "
+          + describe(executors) + ")");
+    }
+    return String.join("; ", parts);
+  }
+
+  /** Each executor with its running tasks, or what it answered when it does not answer; the driver left out. */
+  private String describe(List<SparkExecutorInfo> executors) {
+    BlockManagerId driver = SparkEnv.get().blockManager().blockManagerId();
+    List<SparkExecutorInfo> listed = executors.size() == 1 ? executors : executors.stream()
+        .filter(e -> !(e.host().equals(driver.host()) && e.port() == driver.port())).toList();
+    ExecutorService probes = Executors.newFixedThreadPool(Math.min(MAX_PROBES, Math.max(1, listed.size())));
+    try {
+      List<Future<String>> described = listed.stream().map(e -> probes.submit(() -> {
+        if (e.port() == 0) {
+          return e.host() + " not ready";
+        }
+        String answer = Reachability.probe(new HostPort(e.host(), e.port()), PROBE);
+        return e.host() + ":" + e.port() + (answer.equals("listening") ? " running " + e.numRunningTasks()
+            : " not answering (" + answer + ")");
+      })).toList();
+      List<String> out = new ArrayList<>();
+      for (Future<String> d : described) {
+        out.add(d.get());
+      }
+      return String.join(", ", out);
+    } catch (InterruptedException | ExecutionException e) {
+      return listed.stream().map(x -> x.host() + ":" + x.port()).collect(Collectors.joining(", "));
+    } finally {
+      probes.shutdownNow();
+    }
+  }
+
+  /** What the executors Spark lists on {@code host} answer to a connection attempt. */
+  private static String probe(String host, List<SparkExecutorInfo> executors) {
+    List<SparkExecutorInfo> there = executors.stream().filter(e -> e.host().equals(host)).toList();
+    if (there.isEmpty()) {
+      return "Spark no longer lists an executor on " + host + " (lost?)";
+    }
+    HostPort executor = new HostPort(host, there.get(0).port());
+    String answer = Reachability.probe(executor, PROBE);
+    if (answer.equals("listening")) {
+      return "its executor at " + executor + " answers, so the task is still starting (reading its partition?) or stuck";
+    }
+    return "its executor at " + executor + ": " + answer
+        + (answer.startsWith("no answer") ? " (the host is down or cut off from the driver)" : "");
+  }
+
+  @Override
+  public void close() {
+    sc.removeSparkListener(this);
+  }
+}
