@@ -20,6 +20,7 @@ public final class Yarn implements AutoCloseable {
 
   private final Host resourceManagerHost;
   private final List<HostProcess> daemons = new ArrayList<>();
+  private final Map<String, HostProcess> nodeManagers = new java.util.HashMap<>();
 
   private Yarn(Host resourceManagerHost) {
     this.resourceManagerHost = resourceManagerHost;
@@ -59,8 +60,10 @@ public final class Yarn implements AutoCloseable {
       yarn.daemons.add(rm);
       rm.awaitLine(Pattern.compile("Transitioned to active state"), START, "the ResourceManager becoming active");
       for (Host host : nodeManagers) {
-        yarn.daemons.add(host.start("nodemanager", Daemons.java(log4j, classpath, flags,
-            "org.apache.hadoop.yarn.server.nodemanager.NodeManager", List.of()), Map.of()));
+        HostProcess nm = host.start("nodemanager", Daemons.java(log4j, classpath, flags,
+            "org.apache.hadoop.yarn.server.nodemanager.NodeManager", List.of()), Map.of());
+        yarn.daemons.add(nm);
+        yarn.nodeManagers.put(host.name(), nm);
       }
       for (HostProcess nm : yarn.daemons.subList(1, yarn.daemons.size())) {
         nm.awaitLine(Pattern.compile("Registered with ResourceManager"), START, "registration with the ResourceManager");
@@ -70,6 +73,11 @@ public final class Yarn implements AutoCloseable {
       yarn.close();
       throw e;
     }
+  }
+
+  /** The NodeManager on {@code host}, whose log tells which containers it was asked to start. */
+  public HostProcess nodeManager(Host host) {
+    return nodeManagers.get(host.name());
   }
 
   /** {@code host1:8032}: where clients submit. */

@@ -21,13 +21,17 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * {@code muster submit} to a real YARN cluster of emulated hosts: the ResourceManager and the
  * NameNode on host1, a NodeManager and a DataNode on each of host2..host5, the client on host1 with
  * {@code HADOOP_CONF_DIR} pointing at the rig's configuration, Muster's runtime staged on HDFS.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class YarnTest {
 
   private static final Duration JOB = Duration.ofMinutes(5);
@@ -188,6 +192,67 @@ class YarnTest {
     assertEquals(List.of("chief 0", "ps 0", "worker 0", "worker 1"), List.copyOf(started.keySet()), started.toString());
     assertEquals(4, started.values().stream().distinct().count(), "every task on its own host: " + started);
     assertEquals("total=50", total);
+  }
+
+  /** Runs last: the cut host's NodeManager is silent to the ResourceManager while it is cut. */
+  @Test
+  @Order(Integer.MAX_VALUE)
+  void aNodeCutBeforeTheGangFormsFailsTheAttemptAtTheGangTimeoutAndTheRetryRunsOnTheOtherHosts() throws Exception {
+    Host cut;
+    String app;
+    HostProcess run;
+    try (HostProcess submit = muster(rig.host(1), "submit-cut-before-gang", List.of("submit", "--worker-instances",
+        "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "2", "--gang-timeout", "45s", "--command",
+        "echo \"ran on $(hostname)\""))) {
+      run = submit;
+      submit.awaitLine(Pattern.compile("application_\\d+_\\d+"), JOB, "the application's id");
+      Matcher id = Pattern.compile("application_(\\d+_\\d+)").matcher(String.join("\n", submit.stdout()));
+      assertTrue(id.find(), submit.tail());
+      app = id.group();
+      // Cut a host other than the master's the moment its NodeManager is asked to start a worker's container:
+      // the container starts, but its executor cannot register, and the NodeManager goes silent.
+      Host master = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_000001 "),
+          null, submit);
+      cut = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_0+[2-9] "), master,
+          submit);
+      cut.cutLink();
+      try {
+        assertEquals(0, submit.waitFor(JOB), submit.tail());
+      } finally {
+        cut.healLink();
+      }
+    }
+    String out = String.join("\n", run.stdout());
+    assertTrue(out.contains("SUCCEEDED: succeeded on attempt 2 of 2"), run.tail());
+    Matcher failed = Pattern.compile("attempt 1 of 2 failed: the gang was not formed within the gang timeout of PT45S: "
+        + ".*missing: .*worker \\d \\(container container_\\S+ on " + cut.name() + " never registered; its NodeManager at "
+        + cut.name() + ":\\d+: no answer within 2000 ms \\(the node is down or cut off\\)\\)").matcher(out);
+    assertTrue(failed.find(), run.tail());
+    List<String> ranOn = new ArrayList<>();
+    for (Host host : rig.hosts()) {
+      for (Path stdout : containerStdouts(host)) {
+        if (stdout.toString().contains(app + "/")) {
+          Files.readAllLines(stdout).stream().filter(l -> l.startsWith("ran on ")).forEach(l -> ranOn.add(l.substring(7)));
+        }
+      }
+    }
+    assertEquals(3, ranOn.size(), "every worker of the retry ran once: " + ranOn);
+    assertEquals(3, ranOn.stream().distinct().count(), "one per host: " + ranOn);
+    assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
+  }
+
+  /** The host (other than {@code except}) whose NodeManager first logs {@code startRequest}. */
+  private static Host awaitContainerStart(Pattern startRequest, Host except, HostProcess submit) throws Exception {
+    long deadline = System.nanoTime() + JOB.toNanos();
+    while (System.nanoTime() < deadline && submit.isAlive()) {
+      for (Host host : rig.hosts().subList(1, 5)) {
+        if (host != except && yarn.nodeManager(host).stdout().stream().anyMatch(l -> startRequest.matcher(l).find())) {
+          return host;
+        }
+      }
+      Thread.sleep(50);
+    }
+    throw new IllegalStateException("no NodeManager logged " + startRequest + "\n" + submit.tail());
   }
 
   private static List<Path> containerStdouts(Host host) throws Exception {

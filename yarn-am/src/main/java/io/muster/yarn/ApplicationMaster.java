@@ -1,6 +1,7 @@
 package io.muster.yarn;
 
 import io.muster.cluster.HostPort;
+import io.muster.rpc.Reachability;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
@@ -18,10 +19,15 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.EnumMap;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -73,6 +79,7 @@ public final class ApplicationMaster {
   private static final Duration POLL = Duration.ofMillis(200);
   /** How long finished or aborted containers get to end on their own before they are stopped. */
   private static final Duration END_GRACE = Duration.ofSeconds(15);
+  private static final Duration NODE_PROBE = Duration.ofSeconds(2);
   /** How many attempts preemption and lost nodes may take beyond maxAttempts before the job gives up. */
   private static final int UNCOUNTED_ATTEMPTS = 10;
 
@@ -85,6 +92,13 @@ public final class ApplicationMaster {
   private final HostPort address;
   private final ByteBuffer containerTokens;
   private final Map<String, Container> containers = new HashMap<>();
+  private final Set<String> stopping = new HashSet<>();
+  /** The NodeManagers' start and stop calls, which block for as long as a node does not answer. */
+  private final ExecutorService nodeCalls = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "muster-node-call");
+    t.setDaemon(true);
+    return t;
+  });
   private volatile Attempt current;
   private volatile String state = "running";
   private volatile String diagnostics = "";
@@ -234,9 +248,12 @@ public final class ApplicationMaster {
       }
       if (attempt.abortReason().isEmpty()) {
         if (!attempt.formed() && Instant.now().isAfter(attempt.deadline)) {
-          gangNotFormed = true;
+          List<String> unregistered = attempt.unregisteredContainers();
+          // Allocated but silent: the node or its link failed, which another attempt may not meet; a gang
+          // that got no containers at all would not fit the next time either.
+          gangNotFormed = unregistered.isEmpty();
           attempt.abort("the gang was not formed within the gang timeout of " + job.gangTimeout() + ": "
-              + attempt.formationReport());
+              + attempt.formationReport(probeNodes(unregistered)));
         } else if (attempt.verdict() instanceof EndOfJob.Failed) {
           attempt.abort(attempt.failureReport());
         }
@@ -254,9 +271,13 @@ public final class ApplicationMaster {
               : attempt.abortReason().isPresent() ? AttemptResult.FAILED : AttemptResult.SUCCEEDED;
         }
         // Executors end their commands at their next heartbeat; a gang that never formed, or one
-        // whose executors do not answer, is stopped.
-        if (gangNotFormed || Instant.now().isAfter(endingSince.plus(END_GRACE))) {
+        // whose executors do not answer, is stopped; a container whose node does not confirm the
+        // stop either (a node cut off) is released, and YARN reports it ended.
+        if (gangNotFormed || !attempt.formed() || Instant.now().isAfter(endingSince.plus(END_GRACE))) {
           stopContainers(attempt);
+        }
+        if (Instant.now().isAfter(endingSince.plus(END_GRACE).plus(END_GRACE))) {
+          releaseContainers(attempt);
         }
       }
       Thread.sleep(POLL.toMillis());
@@ -265,15 +286,47 @@ public final class ApplicationMaster {
 
   private void stopContainers(Attempt attempt) {
     for (String id : attempt.runningContainers()) {
-      Container container = containers.remove(id);
-      if (container != null) {
-        try {
-          nm.stopContainer(container.getId(), container.getNodeId());
-        } catch (YarnException | IOException e) {
-          log.warn("cannot stop container {}: {}", id, e.toString());
-        }
+      Container container = containers.get(id);
+      if (container != null && stopping.add(id)) {
+        nodeCalls.execute(() -> {
+          try {
+            nm.stopContainer(container.getId(), container.getNodeId());
+          } catch (YarnException | IOException e) {
+            log.warn("cannot stop container {} on {}: {}", id, container.getNodeId(), e.toString());
+          }
+        });
       }
     }
+  }
+
+  private void releaseContainers(Attempt attempt) {
+    for (String id : attempt.runningContainers()) {
+      Container container = containers.remove(id);
+      if (container != null) {
+        log.warn("attempt {}: container {} on {} did not end when stopped; releasing it", attempt.number + 1, id,
+            container.getNodeId());
+        rm.releaseAssignedContainer(container.getId());
+      }
+    }
+  }
+
+  /** What each container's NodeManager answers a connection attempt, for containers whose executor never registered. */
+  private Map<String, String> probeNodes(List<String> containerIds) {
+    Map<String, CompletableFuture<String>> probes = new HashMap<>();
+    for (String id : containerIds) {
+      Container container = containers.get(id);
+      if (container != null) { // at once, each on its own thread: a silent node takes the whole probe timeout
+        HostPort node = new HostPort(container.getNodeId().getHost(), container.getNodeId().getPort());
+        probes.put(id, CompletableFuture.supplyAsync(() -> {
+          String answer = Reachability.probe(node, NODE_PROBE);
+          return "its NodeManager at " + node + ": " + (answer.equals("listening") ? "answers"
+              : answer + (answer.startsWith("no answer") ? " (the node is down or cut off)" : ""));
+        }, nodeCalls));
+      }
+    }
+    Map<String, String> answers = new HashMap<>();
+    probes.forEach((id, probe) -> answers.put(id, probe.join()));
+    return answers;
   }
 
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
@@ -288,7 +341,15 @@ public final class ApplicationMaster {
         Map.of(JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
     log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
         container.getNodeId().getHost());
-    nm.startContainer(container, context);
+    // Off the allocation loop: a node that does not answer holds the call for minutes (its retries).
+    nodeCalls.execute(() -> {
+      try {
+        nm.startContainer(container, context);
+      } catch (YarnException | IOException | RuntimeException e) {
+        attempt.abort(task + "'s container " + container.getId() + " could not be started on "
+            + container.getNodeId() + ": " + e.getMessage());
+      }
+    });
   }
 
   /** The shipped files, as YARN localizes them into each container's working directory. */

@@ -24,6 +24,8 @@ import org.apache.hadoop.yarn.api.records.ContainerExitStatus;
  * executors' calls meet here.
  */
 final class Attempt {
+  /** How long past the deadline a waiting executor is kept for the master's abort, which says why. */
+  private static final Duration ABORT_GRACE = Duration.ofSeconds(5);
 
   /** What the master knows of one task. */
   static final class Member {
@@ -105,7 +107,8 @@ final class Attempt {
   /** Waits until every task has registered, the attempt is aborted, or the gang deadline passes. */
   synchronized Optional<List<HostPort>> awaitGang() throws InterruptedException {
     while (!formed() && abortReason == null) {
-      long left = Duration.between(Instant.now(), deadline).toMillis();
+      // The master aborts the attempt at the deadline, with its account of why; this wait is the fallback.
+      long left = Duration.between(Instant.now(), deadline.plus(ABORT_GRACE)).toMillis();
       if (left <= 0) {
         return Optional.empty();
       }
@@ -192,8 +195,17 @@ final class Attempt {
     return m != null && m.containerId.equals(containerId);
   }
 
-  /** Why the gang did not form: per type, allocated and registered against wanted, on which nodes. */
-  synchronized String formationReport() {
+  /** The containers of members that were given one but never registered: their nodes are worth a probe. */
+  synchronized List<String> unregisteredContainers() {
+    return members.values().stream().filter(m -> m.address == null && !m.containerDone).map(m -> m.containerId)
+        .toList();
+  }
+
+  /**
+   * Why the gang did not form: per type, allocated and registered against wanted, on which nodes;
+   * {@code nodeAnswers} says what the node of a container that never registered answered a probe.
+   */
+  synchronized String formationReport(Map<String, String> nodeAnswers) {
     List<String> parts = new ArrayList<>();
     List<String> missing = new ArrayList<>();
     for (TaskType type : gang.types()) {
@@ -206,7 +218,9 @@ final class Attempt {
         if (m == null) {
           missing.add(t + " (no container)");
         } else if (m.address == null) {
-          missing.add(t + " (container " + m.containerId + " on " + m.host + " never registered)");
+          String probe = nodeAnswers.get(m.containerId);
+          missing.add(t + " (container " + m.containerId + " on " + m.host + " never registered"
+              + (probe == null ? "" : "; " + probe) + ")");
         }
       }
     }
@@ -217,8 +231,11 @@ final class Attempt {
 
   /** The failed task's account: task, host, container, exit code and the tail of its stderr. */
   synchronized String failureReport() {
+    if (abortReason != null) { // what ended the attempt first; a failure's own report when that was it
+      return abortReason;
+    }
     if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)) {
-      return abortReason == null ? "" : abortReason;
+      return "";
     }
     Member m = members.get(failed.task());
     String tail = m.stderrTail.isEmpty() ? "; it wrote nothing to stderr"

@@ -15,6 +15,7 @@ import io.muster.proto.gang.HeartbeatResponse;
 import io.muster.proto.gang.RegisterRequest;
 import io.muster.proto.gang.RegisterResponse;
 import io.muster.proto.gang.TaskRef;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -70,7 +71,7 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
         response.onError(attempt.abortReason()
             .map(r -> Status.ABORTED.withDescription("attempt " + (attempt.number + 1) + " was aborted: " + r))
             .orElse(Status.DEADLINE_EXCEEDED.withDescription("the gang did not form in time: "
-                + attempt.formationReport())).asRuntimeException());
+                + attempt.formationReport(Map.of()))).asRuntimeException());
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
