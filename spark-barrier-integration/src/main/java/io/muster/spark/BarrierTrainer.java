@@ -255,9 +255,11 @@ public final class BarrierTrainer {
       return job.apply(BarrierTasks.Rendezvous.allGather());
     }
     Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
+    long deadline = System.nanoTime() + timeout.toNanos();
     return GangStartWatch.around(sc, gang, watch -> {
       try (GangRendezvous rendezvous = GangRendezvous.start(bindHost(conf), driverHost(conf), token, gang, timeout,
           watch::explainMissing, watch::cancel)) {
+        GangStartWatch.awaitSlots(sc, gang.size(), deadline);
         try {
           return job.apply(new BarrierTasks.Rendezvous(rendezvous.address(), token.value(), timeout));
         } catch (Exception e) { // Spark's SparkException is checked in Java's eyes

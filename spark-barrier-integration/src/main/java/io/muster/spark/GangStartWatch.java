@@ -24,6 +24,8 @@ import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.scheduler.TaskInfo;
 import org.apache.spark.storage.BlockManagerId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -34,7 +36,9 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 final class GangStartWatch extends SparkListener implements AutoCloseable {
   private static final String RUN = "muster.gang.run";
+  private static final Logger log = LoggerFactory.getLogger(GangStartWatch.class);
   private static final Duration PROBE = Duration.ofSeconds(2);
+  private static final Duration SLOTS_POLL = Duration.ofMillis(50);
   /** Executors probed at once when the gang's deadline passes. */
   private static final int MAX_PROBES = 32;
 
@@ -60,6 +64,26 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     } finally {
       sc.setLocalProperty(RUN, previous);
       watch.close();
+    }
+  }
+
+  /**
+   * Waits, until {@code deadline} at most, for the application's executors to hold task slots for
+   * the whole gang. A barrier job submitted before they have registered fails Spark's slot check,
+   * which Spark repeats only every {@code spark.scheduler.barrier.maxConcurrentTasksCheck.interval}
+   * (15 s): on a cluster whose executors were still starting, that was most of a gang's start. The
+   * count is the one that check uses.
+   */
+  static void awaitSlots(SparkContext sc, int gangSize, long deadline) {
+    try {
+      while (sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()) < gangSize
+          && System.nanoTime() < deadline) {
+        Thread.sleep(SLOTS_POLL.toMillis());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (LinkageError | RuntimeException e) { // Spark's own (package-private in Scala) count moved: do not wait
+      log.debug("cannot count the application's task slots; submitting the gang without waiting for them", e);
     }
   }
 
