@@ -24,9 +24,10 @@ import java.util.concurrent.TimeUnit;
  * task ends — also when the JVM itself is killed.
  *
  * <p>The command runs under a small {@code /bin/sh} guard that starts it in its own session
- * ({@code setsid}, where the system has it) and holds the read end of a pipe from this JVM; when
- * the pipe closes the guard sends SIGTERM to the command's process group and SIGKILL after a
- * grace period: {@link #close()} allows the grace period (a polite end: the job is over, or a user
+ * ({@code setsid}, where the system has it), beside a watcher in a session of its own that holds
+ * the read end of a pipe from this JVM; when the pipe closes the watcher sends SIGTERM to the
+ * command's process group and SIGKILL after a grace period (also when the JVM's whole process
+ * group was killed, as a NodeManager kills a container): {@link #close()} allows the grace period (a polite end: the job is over, or a user
  * cancelled it), {@link #endAfterFailure()} the shorter failure grace period (the gang has failed;
  * TensorFlow ignores SIGTERM, and the others should not wait on it). When the pipe closes because
  * the JVM died, the guard also deletes the task's own directory, if it was given one, once the
@@ -49,30 +50,44 @@ public final class TaskProcess implements AutoCloseable {
   private static final String END = "end";
   private static final String FAILED = "failed";
 
-  // $1, $2: the grace and failure grace periods in tenths of a second; $3: the task's own directory
-  // ("" for none); the rest: the command. fd 3 is the pipe from the JVM: a word on it says why it
-  // closes, and EOF without one means the JVM died. The watcher ignores SIGTERM once it is ending the
-  // command, so the main shell, which kills it when the command exits, cannot cut the ending short.
+  // The watcher, in a session of its own: $1 the command's pid, $2 and $3 the grace and failure grace
+  // periods in tenths of a second, $4 the task's own directory ("" for none); fd 3 is the pipe from the
+  // JVM: a word on it says why it closes, and EOF without one means the JVM died. Its own session keeps
+  // it out of the JVM's process group, which a NodeManager ends with SIGTERM and then SIGKILL when it
+  // kills the container (the command, in a session of its own, would be left running). SIGUSR1 from the
+  // guard (the command exited by itself) ends it while it only watches; once it is ending the command,
+  // nothing but SIGKILL stops it.
+  private static final String WATCHER = String.join("\n",
+      "child=$1; grace=$2; failure_grace=$3; own_dir=$4",
+      "trap '' TERM INT HUP",
+      "trap 'exit 0' USR1",
+      "word=; while read -r line <&3; do word=$line; done",
+      "trap '' USR1",
+      "if [ \"$word\" = " + FAILED + " ]; then grace=$failure_grace; fi",
+      "kill -TERM -\"$child\" \"$child\" 2>/dev/null",
+      "n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt \"$grace\" ]; do sleep 0.1; n=$((n + 1)); done",
+      "kill -KILL -\"$child\" \"$child\" 2>/dev/null",
+      "if [ -z \"$word\" ] && [ -n \"$own_dir\" ]; then",
+      "  n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done",
+      "  rm -rf \"$own_dir\"",
+      "fi");
+
+  // $1: the watcher's script; $2, $3: the grace periods; $4: the task's own directory; the rest: the command.
   private static final String GUARD = String.join("\n",
-      "grace=$1; failure_grace=$2; own_dir=$3; shift 3",
+      "watcher=$1; grace=$2; failure_grace=$3; own_dir=$4; shift 4",
       // The command's stderr is fd 4; the shell's own messages ("Terminated" for a job it ended) go nowhere.
       "exec 3<&0 0</dev/null 4>&2 2>/dev/null",
       "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" 3<&- 2>&4 4>&- & else \"$@\" 3<&- 2>&4 4>&- & fi",
       "child=$!",
-      "{ word=; while read -r line <&3; do word=$line; done",
-      "  trap '' TERM",
-      "  if [ \"$word\" = " + FAILED + " ]; then grace=$failure_grace; fi",
-      "  kill -TERM -\"$child\" \"$child\" 2>/dev/null",
-      "  n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt \"$grace\" ]; do sleep 0.1; n=$((n + 1)); done",
-      "  kill -KILL -\"$child\" \"$child\" 2>/dev/null",
-      "  if [ -z \"$word\" ] && [ -n \"$own_dir\" ]; then",
-      "    n=0; while kill -0 \"$child\" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done",
-      "    rm -rf \"$own_dir\"",
-      "  fi; } &",
+      "if command -v setsid >/dev/null 2>&1; then",
+      "  setsid /bin/sh -c \"$watcher\" muster-watch \"$child\" \"$grace\" \"$failure_grace\" \"$own_dir\" >/dev/null 4>&- &",
+      "else",
+      "  /bin/sh -c \"$watcher\" muster-watch \"$child\" \"$grace\" \"$failure_grace\" \"$own_dir\" >/dev/null 4>&- &",
+      "fi",
       "guard=$!",
       "exec 3<&-",
       "wait \"$child\"; code=$?",
-      "kill \"$guard\" 2>/dev/null",
+      "kill -USR1 \"$guard\" 2>/dev/null",
       "kill -TERM -\"$child\" 2>/dev/null", // whatever the command left running in its group
       // the JVM died while the command was exiting by itself: the watcher may not have got to it
       "if [ -n \"$own_dir\" ] && ! kill -0 \"$PPID\" 2>/dev/null; then rm -rf \"$own_dir\"; fi",
@@ -126,7 +141,7 @@ public final class TaskProcess implements AutoCloseable {
     if (command.isEmpty()) {
       throw new IllegalArgumentException(name + ": the command is empty; give the program and its arguments");
     }
-    List<String> guarded = new ArrayList<>(List.of("/bin/sh", "-c", GUARD, "muster-guard", tenths(grace),
+    List<String> guarded = new ArrayList<>(List.of("/bin/sh", "-c", GUARD, "muster-guard", WATCHER, tenths(grace),
         tenths(failureGrace), ownDirectory.map(d -> d.toAbsolutePath().toString()).orElse("")));
     guarded.addAll(command);
     ProcessBuilder builder = new ProcessBuilder(guarded).directory(workingDirectory.toFile());

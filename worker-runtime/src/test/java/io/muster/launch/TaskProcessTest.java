@@ -9,6 +9,7 @@ import io.muster.testing.Pids;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -138,6 +139,31 @@ class TaskProcessTest {
       assertTrue(Pids.running(child));
       jvm.process().destroyForcibly().waitFor();
       Eventually.within(LIMIT, "the command of the SIGKILLed JVM ended", () -> !Pids.running(child));
+    }
+  }
+
+  /**
+   * A NodeManager kills a container by its process group: SIGTERM, then SIGKILL 250 ms later
+   * ({@code DefaultContainerExecutor}). The guard's shells are in that group and go with it; the
+   * command, in its own session, is not, and must still be ended (it was left running).
+   */
+  @Test
+  void aJvmWhoseProcessGroupIsKilledAsANodeManagerKillsAContainerTakesItsCommandWithIt() throws Exception {
+    List<String> command = new ArrayList<>(List.of("setsid"));
+    command.addAll(ChildJvm.command("128m", LaunchAndWait.class, List.of(dir.toString())));
+    Process launcher = new ProcessBuilder(command).redirectErrorStream(true)
+        .redirectOutput(dir.resolve("group-launcher.log").toFile()).start();
+    try {
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      long group = launcher.pid(); // setsid made the JVM the leader of its own session and group
+      assertTrue(Pids.running(child));
+      new ProcessBuilder("kill", "-TERM", "--", "-" + group).start().waitFor();
+      Thread.sleep(250);
+      new ProcessBuilder("kill", "-KILL", "--", "-" + group).start().waitFor();
+      assertTrue(launcher.waitFor(LIMIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS), "the JVM is gone");
+      Eventually.within(LIMIT, "the command of the killed process group ended", () -> !Pids.running(child));
+    } finally {
+      launcher.destroyForcibly();
     }
   }
 

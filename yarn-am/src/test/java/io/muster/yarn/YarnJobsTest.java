@@ -261,6 +261,28 @@ class YarnJobsTest {
         "the master deleted carol's staged files");
   }
 
+  /**
+   * {@code muster kill APPID}: YARN kills the master and every container by its process group; the
+   * commands, each in a session of its own, end with them (they were left running under init).
+   */
+  @Test
+  void killingTheApplicationEndsEveryCommand() throws Exception {
+    YarnJob job = job(GangSpec.workers(2), "echo $$ > " + dir + "/pid-$MUSTER_TASK_INDEX; exec sleep 600", 128, 1,
+        Duration.ofMinutes(2));
+    ApplicationId id = client.submit(job);
+    List<Long> commands = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      commands.add(Pids.read(dir.resolve("pid-" + i), LIMIT));
+    }
+    assertTrue(commands.stream().allMatch(Pids::running), "both commands run: " + commands);
+    client.kill(id);
+    assertEquals(YarnApplicationState.KILLED, client.follow(id, LIMIT, line -> { }).getYarnApplicationState());
+    for (long pid : commands) {
+      Eventually.within(Duration.ofSeconds(30), "command " + pid + " of the killed application ended",
+          () -> !Pids.running(pid));
+    }
+  }
+
   @Test
   void yarnEndsAJobThatOutlivesItsApplicationTimeout() throws Exception {
     YarnJob job = job(GangSpec.workers(1), "exec sleep 600", 128, 1, Duration.ofMinutes(2));
