@@ -39,8 +39,10 @@ public final class AllReduceRank {
         .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofMinutes(2))
             .withShutdownBarrierTimeout(Duration.ofMinutes(2))).start()) {
       runtime.join();
+      // the data plane on this task's own host, as TF_CONFIG names it (127.0.0.1 for muster bench allreduce)
+      String host = io.muster.cluster.HostPort.parse(config.cluster().taskAddress(runtime.task())).host();
       try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
-          "127.0.0.1", runtime.agent(), security, CommunicationOptions.DEFAULTS,
+          host, runtime.agent(), security, CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
         warmUp(c);
         for (String size : args) {

@@ -68,10 +68,19 @@ public final class Host {
     inNamespace("ip", "link", "set", "lo", "up");
   }
 
-  private void inNamespace(String... command) {
+  private String inNamespace(String... command) {
     List<String> full = new ArrayList<>(List.of("ip", "netns", "exec", namespace));
     full.addAll(List.of(command));
-    EmulatedHosts.exec(full);
+    return EmulatedHosts.exec(full);
+  }
+
+  /**
+   * The local address ({@code 198.18.3.4:2222}, {@code 0.0.0.0:8080}, {@code [::]:9000}) of every TCP
+   * socket listening on this host; an IPv4 address a dual-stack socket is bound to is written as IPv4.
+   */
+  public List<String> listeningAddresses() {
+    return inNamespace("ss", "-ltnH").lines().map(l -> l.trim().split("\\s+")).filter(f -> f.length >= 4)
+        .map(f -> f[3].replaceFirst("^\\[::ffff:([0-9.]+)]", "$1")).toList();
   }
 
   /**

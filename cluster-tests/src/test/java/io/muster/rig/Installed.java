@@ -63,6 +63,13 @@ final class Installed {
     return cp;
   }
 
+  /** The benchmarks' jar and class path ({@code io.muster.bench.*}). */
+  static List<Path> bench() {
+    List<Path> cp = new ArrayList<>(List.of(jar("bench", "muster-bench-")));
+    cp.addAll(classpath("bench", "classpath.txt"));
+    return cp;
+  }
+
   static String joined(List<Path> classpath) {
     return String.join(":", classpath.stream().map(Path::toString).toList());
   }

@@ -97,6 +97,15 @@ class RuntimeAcrossHostsTest {
             Map.of("TF_CONFIG", "{" + cluster + ", \"task\": {\"type\": " + tasks.get(i) + "}}", "MUSTER_JOB_TOKEN",
                 TOKEN)));
       }
+      // While the job runs, every task listens on its own host's address alone: not on every interface,
+      // not on loopback, not on an address of another host.
+      for (int i = 0; i < 4; i++) {
+        Host host = rig.host(i + 1);
+        List<String> listening = awaitListening(host, ":2222", all.get(i));
+        assertEquals(List.of(host.address() + ":2222"), listening.stream().filter(a -> a.endsWith(":2222")).toList(),
+            host + ": " + listening);
+        assertTrue(listening.stream().allMatch(a -> a.startsWith(host.address() + ":")), host + ": " + listening);
+      }
       HostProcess chief = all.get(0);
       assertEquals(0, chief.waitFor(RUN), chief.tail());
       // 600 steps (per worker: {0=507, 1=93}), loss 0.5226 → 0.2409, held-out accuracy 0.9200
@@ -109,6 +118,24 @@ class RuntimeAcrossHostsTest {
     } finally {
       all.forEach(HostProcess::close);
     }
+  }
+
+  /** The host's listening addresses once one ends with {@code port}; fails if {@code task} exits first. */
+  private static List<String> awaitListening(Host host, String port, HostProcess task) {
+    long deadline = System.nanoTime() + RUN.toNanos();
+    while (System.nanoTime() < deadline && task.isAlive()) {
+      List<String> listening = host.listeningAddresses();
+      if (listening.stream().anyMatch(a -> a.endsWith(port))) {
+        return listening;
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException(e);
+      }
+    }
+    throw new IllegalStateException(host + ": nothing listened on " + port + "\n" + task.tail());
   }
 
   @Test
