@@ -66,8 +66,8 @@ public final class Muster {
         case "events" -> EventsCommand.run(options, out, err);
         case "submit" -> SubmitCommand.submit(options, SubmitCommand::clusterConfiguration, out, err);
         case "yarn-local" -> SubmitCommand.yarnLocal(options, out);
-        case "status" -> SubmitCommand.status(options, SubmitCommand.clusterConfiguration(), out);
-        case "kill" -> SubmitCommand.kill(options, SubmitCommand.clusterConfiguration(), out);
+        case "status" -> SubmitCommand.status(options, SubmitCommand::clusterConfiguration, out);
+        case "kill" -> SubmitCommand.kill(options, SubmitCommand::clusterConfiguration, out);
         default -> throw new UsageException("unknown command '" + args.get(0) + "'; try: muster --help");
       };
     } catch (UsageException | IllegalArgumentException e) {

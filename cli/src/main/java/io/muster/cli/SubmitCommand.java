@@ -135,9 +135,10 @@ final class SubmitCommand {
     }
   }
 
-  static int status(List<String> args, Configuration conf, PrintStream out) throws Exception {
-    try (MusterClient client = new MusterClient(conf)) {
-      ApplicationReport report = client.report(applicationId(args, "status"));
+  static int status(List<String> args, Supplier<Configuration> cluster, PrintStream out) throws Exception {
+    ApplicationId id = applicationId(args, "status");
+    try (MusterClient client = new MusterClient(cluster.get())) {
+      ApplicationReport report = client.report(id);
       out.println(report.getApplicationId() + " " + report.getYarnApplicationState() + " "
           + report.getFinalApplicationStatus() + (report.getDiagnostics().isBlank() ? "" : ": "
           + report.getDiagnostics()));
@@ -145,9 +146,9 @@ final class SubmitCommand {
     }
   }
 
-  static int kill(List<String> args, Configuration conf, PrintStream out) throws Exception {
-    try (MusterClient client = new MusterClient(conf)) {
-      ApplicationId id = applicationId(args, "kill");
+  static int kill(List<String> args, Supplier<Configuration> cluster, PrintStream out) throws Exception {
+    ApplicationId id = applicationId(args, "kill");
+    try (MusterClient client = new MusterClient(cluster.get())) {
       client.kill(id);
       out.println("muster kill: killed " + id);
       return 0;
@@ -159,7 +160,25 @@ final class SubmitCommand {
    * instead of YARN's 15 minutes of retries, unless the configuration says otherwise.
    */
   static Configuration clusterConfiguration() {
+    return clusterConfiguration(System.getenv("HADOOP_CONF_DIR"));
+  }
+
+  /**
+   * As {@link #clusterConfiguration()}; fails at once, saying what to set, when no file on the class
+   * path names a ResourceManager (YARN's client would retry {@code 0.0.0.0:8032} for minutes).
+   *
+   * @param confDir {@code HADOOP_CONF_DIR}, for the message
+   */
+  static Configuration clusterConfiguration(String confDir) {
     Configuration conf = new YarnConfiguration();
+    if (!namesAResourceManager(conf)) {
+      String where = confDir == null || confDir.isBlank() ? "HADOOP_CONF_DIR is not set"
+          : "HADOOP_CONF_DIR=" + confDir + " has no yarn-site.xml naming a ResourceManager "
+              + "(yarn.resourcemanager.hostname or yarn.resourcemanager.address)";
+      throw new IllegalStateException("no YARN cluster is configured: " + where + "; point HADOOP_CONF_DIR at the "
+          + "cluster's configuration directory, or use muster submit --local (muster yarn-local keeps a local one "
+          + "running and prints its HADOOP_CONF_DIR)");
+    }
     if (conf.getLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS,
             YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS)
             == YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS) {
@@ -167,6 +186,17 @@ final class SubmitCommand {
       conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 1_000);
     }
     return conf;
+  }
+
+  /** Whether a file other than YARN's defaults sets the ResourceManager's host or address. */
+  static boolean namesAResourceManager(Configuration conf) {
+    for (String key : List.of(YarnConfiguration.RM_HOSTNAME, YarnConfiguration.RM_ADDRESS)) {
+      String[] sources = conf.getPropertySources(key);
+      if (sources != null && java.util.Arrays.stream(sources).anyMatch(source -> !source.equals("yarn-default.xml"))) {
+        return true;
+      }
+    }
+    return conf.getBoolean(YarnConfiguration.RM_HA_ENABLED, YarnConfiguration.DEFAULT_RM_HA_ENABLED);
   }
 
   private static int finalStatus(ApplicationReport report, PrintStream out) {

@@ -124,4 +124,41 @@ class SubmitCommandTest {
     Muster.run(List.of("--help"), Map.of(), new PrintStream(top, true), System.err);
     assertTrue(top.toString(StandardCharsets.UTF_8).contains("submit [options]"));
   }
+
+  @Test
+  void withoutAConfiguredClusterStatusKillAndSubmitFailAtOnceSayingWhatToSet(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) throws Exception {
+    for (List<String> argv : List.of(List.of("status", "application_1_0001"), List.of("kill", "application_1_0001"),
+        List.of("submit", "--command", "true"))) {
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      long start = System.nanoTime();
+      int code = Muster.run(argv, Map.of(), new PrintStream(new ByteArrayOutputStream(), true),
+          new PrintStream(err, true));
+      String said = err.toString(StandardCharsets.UTF_8);
+      assertEquals(1, code, said);
+      assertEquals(1, said.lines().count(), said);
+      assertTrue(said.startsWith("muster " + argv.get(0) + ": no YARN cluster is configured: "), said);
+      assertTrue(Duration.ofNanos(System.nanoTime() - start).toSeconds() < 20, "at once, not after YARN's retries");
+    }
+    assertEquals("muster status: 'x' is not an application id (application_<cluster>_<n>)",
+        usageError(List.of("status", "x")), "a usage error comes before the missing cluster");
+    assertEquals("no YARN cluster is configured: HADOOP_CONF_DIR=" + dir + " has no yarn-site.xml naming a "
+        + "ResourceManager (yarn.resourcemanager.hostname or yarn.resourcemanager.address); point HADOOP_CONF_DIR at "
+        + "the cluster's configuration directory, or use muster submit --local (muster yarn-local keeps a local one "
+        + "running and prints its HADOOP_CONF_DIR)", org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class, () -> SubmitCommand.clusterConfiguration(dir.toString())).getMessage());
+    java.nio.file.Path site = java.nio.file.Files.writeString(dir.resolve("yarn-site.xml"), "<configuration><property>"
+        + "<name>yarn.resourcemanager.hostname</name><value>rm1</value></property></configuration>");
+    org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.yarn.conf.YarnConfiguration();
+    assertTrue(!SubmitCommand.namesAResourceManager(conf), "YARN's defaults name no cluster");
+    conf.addResource(new org.apache.hadoop.fs.Path(site.toUri()));
+    assertTrue(SubmitCommand.namesAResourceManager(conf), "a yarn-site.xml that names the ResourceManager does");
+  }
+
+  private static String usageError(List<String> argv) {
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    assertEquals(2, Muster.run(argv, Map.of(), new PrintStream(new ByteArrayOutputStream(), true),
+        new PrintStream(err, true)));
+    return err.toString(StandardCharsets.UTF_8).strip();
+  }
 }
