@@ -10,6 +10,7 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
@@ -192,7 +193,7 @@ final class SubmitCommand {
   static boolean namesAResourceManager(Configuration conf) {
     for (String key : List.of(YarnConfiguration.RM_HOSTNAME, YarnConfiguration.RM_ADDRESS)) {
       String[] sources = conf.getPropertySources(key);
-      if (sources != null && java.util.Arrays.stream(sources).anyMatch(source -> !source.equals("yarn-default.xml"))) {
+      if (sources != null && Arrays.stream(sources).anyMatch(source -> !source.equals("yarn-default.xml"))) {
         return true;
       }
     }

@@ -103,26 +103,18 @@ class AcrossHostsBench {
       }
       try (Hdfs hdfs = Hdfs.start(rig, client, rig.hosts().subList(1, 5));
           Yarn cluster = Yarn.start(rig, hdfs, client, rig.hosts().subList(1, 5))) {
-        List<Path> classpath = new ArrayList<>(List.of(hdfs.conf()));
-        classpath.addAll(Installed.cli());
         for (int run = 0; run < GANG_RUNS; run++) {
-          List<String> command = List.of(Installed.java(), "-Xmx512m", "--add-opens=java.base/java.lang=ALL-UNNAMED",
-              "-cp", Installed.joined(classpath), "io.muster.cli.Muster", "submit", "--worker-instances", "3",
-              "--worker-memory", "1536m", "--command", "date +%s%3N");
           long submitted = System.currentTimeMillis();
-          try (HostProcess p = client.start("yarn-start-" + run, command, Map.of("HADOOP_CONF_DIR",
-              hdfs.conf().toString()))) {
+          try (HostProcess p = cluster.muster(client, "yarn-start-" + run, List.of("submit", "--worker-instances", "3",
+              "--worker-memory", "1536m", "--command", "date +%s%3N"))) {
             assertEquals(0, p.waitFor(RUN), p.tail());
             Matcher app = Pattern.compile("application_\\d+_\\d+").matcher(String.join("\n", p.stdout()));
             assertTrue(app.find(), p.tail());
             List<String> lines = new ArrayList<>();
             for (Host host : rig.hosts()) {
-              Path logs = host.scratch().resolve("tmp/yarn/logs/" + app.group());
-              if (Files.isDirectory(logs)) {
-                try (var files = Files.walk(logs)) {
-                  for (Path f : files.filter(f -> f.getFileName().toString().equals("stdout")).toList()) {
-                    lines.addAll(Files.readAllLines(f));
-                  }
+              for (Path stdout : Yarn.containerStdouts(host)) {
+                if (stdout.toString().contains(app.group() + "/")) {
+                  lines.addAll(Files.readAllLines(stdout));
                 }
               }
             }

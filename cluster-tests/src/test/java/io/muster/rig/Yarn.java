@@ -1,5 +1,7 @@
 package io.muster.rig;
 
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -7,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Real YARN daemons on emulated hosts: a {@code ResourceManager} (CapacityScheduler, one queue) on
@@ -19,11 +22,13 @@ public final class Yarn implements AutoCloseable {
   private static final Duration START = Duration.ofMinutes(2);
 
   private final Host resourceManagerHost;
+  private final Path conf;
   private final List<HostProcess> daemons = new ArrayList<>();
   private final Map<String, HostProcess> nodeManagers = new java.util.HashMap<>();
 
-  private Yarn(Host resourceManagerHost) {
+  private Yarn(Host resourceManagerHost, Path conf) {
     this.resourceManagerHost = resourceManagerHost;
+    this.conf = conf;
   }
 
   /** Starts the daemons; {@code hdfs} must be running (its configuration directory is shared). */
@@ -53,7 +58,7 @@ public final class Yarn implements AutoCloseable {
     classpath.addAll(Installed.hadoop());
     // as Hadoop's scripts start YARN on Java 17: its web apps' Guice defines classes reflectively
     List<String> flags = List.of("--add-opens=java.base/java.lang=ALL-UNNAMED");
-    Yarn yarn = new Yarn(resourceManager);
+    Yarn yarn = new Yarn(resourceManager, conf);
     try {
       HostProcess rm = resourceManager.start("resourcemanager", Daemons.java(log4j, classpath, flags,
           "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", List.of()), Map.of());
@@ -78,6 +83,29 @@ public final class Yarn implements AutoCloseable {
   /** The NodeManager on {@code host}, whose log tells which containers it was asked to start. */
   public HostProcess nodeManager(Host host) {
     return nodeManagers.get(host.name());
+  }
+
+  /** {@code muster ARGS} on {@code host}, as ./muster runs it, with the rig's HADOOP_CONF_DIR. */
+  public HostProcess muster(Host host, String name, List<String> args) {
+    List<Path> classpath = new ArrayList<>(List.of(conf));
+    classpath.addAll(Installed.cli());
+    List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx512m",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "-Djava.util.logging.manager=org.apache.logging.log4j.jul.LogManager",
+        "-cp", Installed.joined(classpath), "io.muster.cli.Muster"));
+    command.addAll(args);
+    return host.start(name, command, Map.of("HADOOP_CONF_DIR", conf.toString()));
+  }
+
+  /** Every container's stdout file the NodeManager on {@code host} kept, of every application. */
+  public static List<Path> containerStdouts(Host host) throws IOException {
+    Path logs = host.scratch().resolve("tmp/yarn/logs");
+    if (!Files.isDirectory(logs)) {
+      return List.of();
+    }
+    try (Stream<Path> files = Files.walk(logs)) {
+      return files.filter(p -> p.getFileName().toString().equals("stdout")).toList();
+    }
   }
 
   /** {@code host1:8032}: where clients submit. */

@@ -63,23 +63,11 @@ class YarnTest {
     }
   }
 
-  /** {@code muster ARGS} on {@code host}, as ./muster runs it, with the rig's HADOOP_CONF_DIR. */
-  static HostProcess muster(Host host, String name, List<String> args) {
-    List<Path> classpath = new ArrayList<>(List.of(hdfs.conf()));
-    classpath.addAll(Installed.cli());
-    List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx512m",
-        "--add-opens=java.base/java.lang=ALL-UNNAMED",
-        "-Djava.util.logging.manager=org.apache.logging.log4j.jul.LogManager",
-        "-cp", Installed.joined(classpath), "io.muster.cli.Muster"));
-    command.addAll(args);
-    return host.start(name, command, Map.of("HADOOP_CONF_DIR", hdfs.conf().toString()));
-  }
-
   @Test
   void aGangOfThreeRunsOnThreeHostsWithTfConfigsNamingThemAndItsStatusPageBehindTheTrackingUrl() throws Exception {
     String page;
     HostProcess run;
-    try (HostProcess submit = muster(rig.host(1), "submit-tf-config", List.of("submit", "--worker-instances", "3",
+    try (HostProcess submit = yarn.muster(rig.host(1), "submit-tf-config", List.of("submit", "--worker-instances", "3",
         "--worker-memory", ONE_PER_HOST, "--command", "echo \"$(hostname) $TF_CONFIG\"; sleep 20"))) {
       run = submit;
       // the master's status page, through the ResourceManager's proxy, while the gang runs
@@ -100,7 +88,7 @@ class YarnTest {
     // Each command wrote its line into its container's log on the host it ran on.
     Map<String, String> byHost = new TreeMap<>();
     for (Host host : rig.hosts()) {
-      for (Path stdout : containerStdouts(host)) {
+      for (Path stdout : Yarn.containerStdouts(host)) {
         // this test's lines; the class's other jobs ran on the same cluster
         Files.readAllLines(stdout).stream().filter(l -> l.matches("host\\d \\{.*")).forEach(l -> byHost.put(host.name(), l));
       }
@@ -124,7 +112,7 @@ class YarnTest {
     Path script = Installed.root().resolve("cli/src/test/resources/mwms_train.py");
     // TensorFlow for Python reaches hdfs:// only through tensorflow-io, which these machines cannot
     // install: the output directory is a path on each host, and the chief's checkpoint is read on its host.
-    try (HostProcess submit = muster(rig.host(1), "submit-mwms", List.of("submit", "--name", "mwms",
+    try (HostProcess submit = yarn.muster(rig.host(1), "submit-mwms", List.of("submit", "--name", "mwms",
         "--worker-instances", "3", "--worker-memory", ONE_PER_HOST, "--gang-timeout", "5m", "--files", script.toString(),
         "--output-dir", "/tmp/mwms-out", "--command", python + " mwms_train.py"))) {
       assertEquals(0, submit.waitFor(JOB), submit.tail());
@@ -136,7 +124,7 @@ class YarnTest {
     List<String> digests = new ArrayList<>();
     List<String> ranOn = new ArrayList<>();
     for (Host host : rig.hosts()) {
-      for (Path stdout : containerStdouts(host)) {
+      for (Path stdout : Yarn.containerStdouts(host)) {
         for (String line : Files.readAllLines(stdout)) {
           if (line.startsWith("weights-sha256 ")) {
             digests.add(line.split(" ")[1]);
@@ -171,14 +159,14 @@ class YarnTest {
     for (String type : List.of("chief", "worker", "ps")) {
       args.addAll(List.of("--" + type + "-memory", ONE_PER_HOST));
     }
-    try (HostProcess submit = muster(rig.host(1), "submit-ps", args)) {
+    try (HostProcess submit = yarn.muster(rig.host(1), "submit-ps", args)) {
       assertEquals(0, submit.waitFor(JOB), submit.tail());
       assertTrue(last(submit.stdout()).endsWith("SUCCEEDED: succeeded on attempt 1 of 1"), submit.tail());
     }
     Map<String, String> started = new TreeMap<>(); // "chief 0" -> host
     String total = null;
     for (Host host : rig.hosts()) {
-      for (Path stdout : containerStdouts(host)) {
+      for (Path stdout : Yarn.containerStdouts(host)) {
         for (String line : Files.readAllLines(stdout)) {
           Matcher m = Pattern.compile("started (chief|worker|ps) (\\d) pid \\d+").matcher(line);
           if (m.matches()) {
@@ -201,7 +189,7 @@ class YarnTest {
     Host cut;
     String app;
     HostProcess run;
-    try (HostProcess submit = muster(rig.host(1), "submit-cut-before-gang", List.of("submit", "--worker-instances",
+    try (HostProcess submit = yarn.muster(rig.host(1), "submit-cut-before-gang", List.of("submit", "--worker-instances",
         "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "2", "--gang-timeout", "75s", "--command",
         "echo \"ran on $(hostname)\""))) {
       run = submit;
@@ -234,7 +222,7 @@ class YarnTest {
     assertTrue(failed.find(), run.tail());
     List<String> ranOn = new ArrayList<>();
     for (Host host : rig.hosts()) {
-      for (Path stdout : containerStdouts(host)) {
+      for (Path stdout : Yarn.containerStdouts(host)) {
         if (stdout.toString().contains(app + "/")) {
           Files.readAllLines(stdout).stream().filter(l -> l.startsWith("ran on ")).forEach(l -> ranOn.add(l.substring(7)));
         }
@@ -257,16 +245,6 @@ class YarnTest {
       Thread.sleep(50);
     }
     throw new IllegalStateException("no NodeManager logged " + startRequest + "\n" + submit.tail());
-  }
-
-  private static List<Path> containerStdouts(Host host) throws Exception {
-    Path logs = host.scratch().resolve("tmp/yarn/logs");
-    if (!Files.isDirectory(logs)) {
-      return List.of();
-    }
-    try (Stream<Path> files = Files.walk(logs)) {
-      return files.filter(p -> p.getFileName().toString().equals("stdout")).toList();
-    }
   }
 
   private static String last(List<String> lines) {

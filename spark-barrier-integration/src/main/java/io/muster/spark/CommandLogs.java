@@ -6,15 +6,14 @@ import io.muster.launch.GangSpec;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Consumer;
@@ -114,16 +113,14 @@ final class CommandLogs {
 
     private void read(Socket connection) {
       TaskId task = null;
-      try (connection; BufferedReader in = new BufferedReader(
-          new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8))) {
-        String presented = in.readLine();
-        if (presented == null || !token.matches(presented)) {
-          log.warn("refused a log connection from {}: it did not present this job's token",
-              connection.getRemoteSocketAddress());
+      try (connection) {
+        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "log");
+        if (presented.isEmpty()) {
           return;
         }
-        task = parseTask(in.readLine());
-        register(task, new BufferedWriter(new OutputStreamWriter(connection.getOutputStream(), StandardCharsets.UTF_8)));
+        BufferedReader in = presented.get().in();
+        task = parseTask(presented.get().taskName());
+        register(task, DriverListener.writer(connection));
         String line;
         while ((line = in.readLine()) != null) {
           String[] parts = line.split("\t", 3);

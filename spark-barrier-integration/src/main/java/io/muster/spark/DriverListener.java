@@ -1,8 +1,11 @@
 package io.muster.spark;
 
 import io.muster.cluster.TaskId;
+import io.muster.rpc.JobToken;
+import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
 import java.io.UncheckedIOException;
 import java.io.Writer;
@@ -13,8 +16,11 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The driver's end of a line link to the tasks of one gang run ({@link CommandLogs},
@@ -26,6 +32,9 @@ final class DriverListener implements AutoCloseable {
   /** How long closing waits for the lines still on their way. */
   private static final Duration READ_REMAINING = Duration.ofSeconds(5);
   private static final Duration CONNECT = Duration.ofSeconds(10);
+  /** How long a connection may take to present its token and task name. */
+  private static final Duration HEADER = Duration.ofSeconds(10);
+  private static final Logger log = LoggerFactory.getLogger(DriverListener.class);
   /** At the end, connections still waiting to be accepted are taken until none comes for this long. */
   private static final Duration BACKLOG_QUIET = Duration.ofMillis(100);
 
@@ -81,6 +90,28 @@ final class DriverListener implements AutoCloseable {
     thread.setDaemon(true);
     readers.add(thread);
     thread.start();
+  }
+
+  /** A connection that presented this job's token: its reader, past the token and the task's name line. */
+  record Presented(BufferedReader in, String taskName) {}
+
+  /**
+   * Reads what {@link #connect} sends first, the token and the task's name, within
+   * {@link #HEADER}; when the token is not this job's, logs that the {@code what} connection was
+   * refused and returns empty. Reads after it have no deadline: a task may be silent for hours.
+   */
+  static Optional<Presented> presented(Socket connection, JobToken token, String what) throws IOException {
+    connection.setSoTimeout((int) HEADER.toMillis());
+    BufferedReader in = new BufferedReader(new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8));
+    String presented = in.readLine();
+    if (presented == null || !token.matches(presented)) {
+      log.warn("refused a {} connection from {}: it did not present this job's token", what,
+          connection.getRemoteSocketAddress());
+      return Optional.empty();
+    }
+    String taskName = in.readLine();
+    connection.setSoTimeout(0);
+    return Optional.of(new Presented(in, taskName));
   }
 
   /** A task's connection to the driver, the token and the task's name already sent. */

@@ -45,6 +45,7 @@ final class GangRendezvous implements AutoCloseable {
   private static final String RUN_ENDED = "the run ended before the gang formed (another task failed?)";
   /** How long past the gang timeout a task waits for the driver's answer before it gives up on the driver. */
   private static final Duration ANSWER_GRACE = Duration.ofSeconds(30);
+  private static final Duration JOIN_LINE = Duration.ofSeconds(10);
 
   private final GangSpec gang;
   private final JobToken token;
@@ -101,16 +102,14 @@ final class GangRendezvous implements AutoCloseable {
 
   private void read(Socket connection) {
     try {
-      BufferedReader in = new BufferedReader(new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8));
-      String presented = in.readLine();
-      if (presented == null || !token.matches(presented)) {
-        log.warn("refused a rendezvous connection from {}: it did not present this job's token",
-            connection.getRemoteSocketAddress());
+      Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "rendezvous");
+      if (presented.isEmpty()) {
         connection.close();
         return;
       }
-      in.readLine(); // the task's name, for a reader of the traffic
-      String[] joining = String.valueOf(in.readLine()).split(" ", 2);
+      connection.setSoTimeout((int) JOIN_LINE.toMillis()); // the member line follows the header at once
+      String[] joining = String.valueOf(presented.get().in().readLine()).split(" ", 2);
+      connection.setSoTimeout(0);
       join(Integer.parseInt(joining[0]), HostPort.parse(joining[1]), connection);
     } catch (IOException | RuntimeException e) {
       log.debug("a rendezvous connection from {} broke: {}", connection.getRemoteSocketAddress(), e.toString());

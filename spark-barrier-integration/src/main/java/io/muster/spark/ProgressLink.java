@@ -4,10 +4,9 @@ import io.muster.cluster.TaskId;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.Writer;
 import java.net.Socket;
-import java.nio.charset.StandardCharsets;
+import java.util.Optional;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -57,15 +56,12 @@ final class ProgressLink {
     }
 
     private void read(Socket connection) {
-      try (connection; BufferedReader in = new BufferedReader(
-          new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8))) {
-        String presented = in.readLine();
-        if (presented == null || !token.matches(presented)) {
-          log.warn("refused a progress connection from {}: it did not present this job's token",
-              connection.getRemoteSocketAddress());
+      try (connection) {
+        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "progress");
+        if (presented.isEmpty()) {
           return;
         }
-        in.readLine(); // the task's name, for a reader of the traffic
+        BufferedReader in = presented.get().in();
         for (String line = in.readLine(); line != null; line = in.readLine()) {
           sink.accept(CommandLogs.unescape(line));
         }

@@ -77,17 +77,14 @@ public final class TaskProcess implements AutoCloseable {
       "watcher=$1; grace=$2; failure_grace=$3; own_dir=$4; shift 4",
       // The command's stderr is fd 4; the shell's own messages ("Terminated" for a job it ended) go nowhere.
       "exec 3<&0 0</dev/null 4>&2 2>/dev/null",
-      "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" 3<&- 2>&4 4>&- & else \"$@\" 3<&- 2>&4 4>&- & fi",
+      "own_session=; if command -v setsid >/dev/null 2>&1; then own_session=setsid; fi",
+      "$own_session \"$@\" 3<&- 2>&4 4>&- &",
       "child=$!",
-      "if command -v setsid >/dev/null 2>&1; then",
-      "  setsid /bin/sh -c \"$watcher\" muster-watch \"$child\" \"$grace\" \"$failure_grace\" \"$own_dir\" >/dev/null 4>&- &",
-      "else",
-      "  /bin/sh -c \"$watcher\" muster-watch \"$child\" \"$grace\" \"$failure_grace\" \"$own_dir\" >/dev/null 4>&- &",
-      "fi",
-      "guard=$!",
+      "$own_session /bin/sh -c \"$watcher\" muster-watch \"$child\" \"$grace\" \"$failure_grace\" \"$own_dir\" >/dev/null 4>&- &",
+      "watcher_pid=$!",
       "exec 3<&-",
       "wait \"$child\"; code=$?",
-      "kill -USR1 \"$guard\" 2>/dev/null",
+      "kill -USR1 \"$watcher_pid\" 2>/dev/null",
       "kill -TERM -\"$child\" 2>/dev/null", // whatever the command left running in its group
       // the JVM died while the command was exiting by itself: the watcher may not have got to it
       "if [ -n \"$own_dir\" ] && ! kill -0 \"$PPID\" 2>/dev/null; then rm -rf \"$own_dir\"; fi",

@@ -1,11 +1,11 @@
 package io.muster.yarn;
 
 import io.muster.cluster.HostPort;
-import io.muster.rpc.Reachability;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.Reachability;
 import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
 import java.io.IOException;
