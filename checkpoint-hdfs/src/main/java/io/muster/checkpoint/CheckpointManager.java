@@ -8,10 +8,13 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.Future;
 import java.util.function.Consumer;
@@ -32,7 +35,8 @@ import org.slf4j.LoggerFactory;
  * the state file names it; the state file is replaced atomically (written under a temporary name,
  * then renamed over the old one); checkpoints beyond {@code maxToKeep} are deleted only after the
  * state file that no longer names them is in place. A process killed at any point leaves
- * {@link #latest()} on a complete checkpoint. Only the chief writes here; the other tasks (see
+ * {@link #latest()} on a complete checkpoint, and the chief's next manager of the directory deletes
+ * the checkpoint files such a save left outside the state file. Only the chief writes here; the other tasks (see
  * {@link WritePolicy}) write the same checkpoint to their {@code workertemp_<i>} directory, which
  * is deleted after every save. A manager recovers the managed list and the numbering from an
  * existing state file. Not safe for two chiefs writing one directory.
@@ -127,6 +131,9 @@ public final class CheckpointManager implements AutoCloseable {
         noteNumber(name);
       }
       noteNumber(new Path(s.getModelCheckpointPath()).getName());
+      if (policy.chief()) {
+        deleteUnnamed(s);
+      }
       log.info("recovered {} checkpoint(s) from {}; the next is {}-{}", managed.size(), this.directory,
           options.checkpointName(), nextNumber);
     }
@@ -148,6 +155,36 @@ public final class CheckpointManager implements AutoCloseable {
         log.info("deleting {}, left by a save that did not finish", f.getPath());
         fs.delete(f.getPath(), false);
       }
+    }
+  }
+
+  /**
+   * Checkpoints a killed save left that the state file does not name: one written after the state
+   * file's newest (killed before the state named it), and, unless {@code keepEvery} preserves old
+   * checkpoints outside the list, one older than the list (killed after the state stopped naming it,
+   * before its files were deleted). Neither is ever read or deleted otherwise.
+   */
+  private void deleteUnnamed(CheckpointState state) throws IOException {
+    Set<String> named = new HashSet<>();
+    named.add(new Path(state.getModelCheckpointPath()).getName());
+    state.getAllModelCheckpointPathsList().forEach(p -> named.add(new Path(p).getName()));
+    long newestNamed = nextNumber - 1;
+    Pattern file = Pattern.compile(numbered.pattern() + "(\\.index|\\.data-\\d{5}-of-\\d{5})");
+    Set<String> doomed = new TreeSet<>();
+    for (FileStatus f : fs.listStatus(directory)) {
+      Matcher m = file.matcher(f.getPath().getName());
+      if (!f.isFile() || !m.matches()) {
+        continue;
+      }
+      String name = options.checkpointName() + "-" + m.group(1);
+      boolean newer = Long.parseLong(m.group(1)) > newestNamed;
+      if (!named.contains(name) && (newer || options.keepEvery().isEmpty())) {
+        doomed.add(name);
+      }
+    }
+    for (String name : doomed) {
+      log.info("deleting {}, left by a save that did not finish", new Path(directory, name));
+      deleteCheckpointFiles(name);
     }
   }
 

@@ -180,6 +180,10 @@ class CheckpointManagerTest {
     assertTrue(fs.exists(new Path(dir, "ckpt-1.index")) && fs.exists(new Path(dir, "ckpt-2.index")), "preserved");
     assertEquals(List.of(new Path(dir, "ckpt-3")), manager.checkpoints());
     assertTrue(CheckpointManager.readState(fs, dir).orElseThrow().getLastPreservedTimestamp() > 0);
+    new CheckpointManager(fs, dir, WritePolicy.SINGLE_WORKER,
+        CheckpointManager.Options.DEFAULTS.withMaxToKeep(1).withKeepEvery(Duration.ofMillis(1)));
+    assertTrue(fs.exists(new Path(dir, "ckpt-1.index")) && fs.exists(new Path(dir, "ckpt-2.index")),
+        "a new manager keeps the preserved checkpoints the state file does not name");
   }
 
   @ParameterizedTest(name = "{0}")

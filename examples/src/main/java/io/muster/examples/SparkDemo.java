@@ -278,10 +278,13 @@ public final class SparkDemo {
         Map<String, Tensor> variables = model.tensors();
         Map<String, Tensor> checkpoint = new java.util.HashMap<>(variables);
         checkpoint.put("epoch", Tensor.scalar(epoch + 1));
-        checkpoints.save(checkpoint);
-        backup.onEpochEnd(epoch, () -> variables);
+        // The epoch counts as done once its backup is made: its summaries are on disk before, and
+        // its checkpoint is numbered by the epoch, so a gang that re-runs it writes the same ckpt-N.
         summaries.scalar("epoch_loss", epochLoss, epoch + 1);
         summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
+        summaries.flush();
+        checkpoints.save(checkpoint, epoch + 1);
+        backup.onEpochEnd(epoch, () -> variables);
         if (strategy.isChief()) {
           double seconds = (System.nanoTime() - start) / 1e9;
           ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%d examples/s on %d "

@@ -104,6 +104,45 @@ class SparkDemoTest {
   }
 
   /**
+   * A run SIGKILLed wherever it is (in an epoch, in its checkpoint's save, between that and its
+   * backup), then resumed: its checkpoints are numbered by their epochs, only the newest five are
+   * left (no file of a killed save), and TensorBoard has every epoch's loss.
+   */
+  @Test
+  void aKilledRunResumedLeavesTheCheckpointsAndSummariesOfAnUninterruptedRun(@TempDir Path tmp) throws Exception {
+    Path out = tmp.resolve("m");
+    String[] run = {"--out", out.toString(), "--workers", "2", "--epochs", "100000", "--global-batch", "40"};
+    killAtTheFourthCheckpoint(tmp, run);
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    org.apache.hadoop.fs.Path ckpt = new org.apache.hadoop.fs.Path("file:" + out.resolve("ckpt").toAbsolutePath());
+    long killedAt = latest(fs, ckpt.toString()).get("epoch").longs()[0];
+    int epochs = (int) killedAt + 3;
+    run[5] = String.valueOf(epochs);
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    assertEquals(0, SparkDemo.run(run, new PrintStream(new ByteArrayOutputStream(), true),
+        new PrintStream(stderr, true), options -> spark), stderr::toString);
+
+    List<String> want = new ArrayList<>(List.of("checkpoint"));
+    for (int n = epochs - 4; n <= epochs; n++) {
+      want.addAll(List.of("ckpt-" + n + ".data-00000-of-00001", "ckpt-" + n + ".index"));
+      Map<String, Tensor> model = BundleReader.open(fs, new org.apache.hadoop.fs.Path(ckpt, "ckpt-" + n)).readAll();
+      assertEquals(n, model.get("epoch").longs()[0], "ckpt-" + n + " holds epoch " + n);
+    }
+    try (var files = Files.list(out.resolve("ckpt"))) {
+      assertEquals(want.stream().sorted().toList(), files.map(p -> p.getFileName().toString()).sorted().toList());
+    }
+    java.util.Set<Long> logged = new java.util.TreeSet<>();
+    try (var files = Files.list(out.resolve("logs").resolve("train"))) {
+      for (Path file : files.toList()) {
+        EventFiles.scalars(fs, new org.apache.hadoop.fs.Path(file.toUri())).stream()
+            .filter(sc -> sc.tag().equals("epoch_loss")).forEach(sc -> logged.add(sc.step()));
+      }
+    }
+    assertEquals(java.util.stream.LongStream.rangeClosed(1, epochs).boxed().toList(), List.copyOf(logged),
+        "every epoch's loss is on disk, the killed run's included (it was killed after epoch " + killedAt + ")");
+  }
+
+  /**
    * The issue's reproduction: a run on 64 features, SIGKILLed after a few epochs (its backup left
    * behind), then a run on the generated data (20 features) into the same --out.
    */
@@ -111,27 +150,8 @@ class SparkDemoTest {
   void aRunOnOtherDataRefusesTheStaleBackupOfAKilledRunInsteadOfResumingIt(@TempDir Path tmp) throws Exception {
     Path csv = csv(tmp.resolve("digits64.csv"), 64, 10, 200);
     Path out = tmp.resolve("m");
-    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xmx1g"));
-    ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-        .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.") || a.startsWith("-Dio.netty"))
-        .forEach(command::add);
-    command.addAll(List.of("-cp", System.getProperty("java.class.path"), SparkDemo.class.getName(), "--data",
-        csv.toString(), "--out", out.toString(), "--workers", "2", "--epochs", "100000", "--global-batch", "20"));
-    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
-        .redirectOutput(tmp.resolve("first-run.log").toFile());
-    builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
-    Process first = builder.start();
-    try {
-      long deadline = System.nanoTime() + 120_000_000_000L;
-      while (!Files.exists(out.resolve("ckpt").resolve("ckpt-4.index"))) {
-        assertTrue(first.isAlive(), () -> "the first run ended: " + readLog(tmp.resolve("first-run.log")));
-        assertTrue(System.nanoTime() < deadline, "no 4th checkpoint in 120 s");
-        Thread.sleep(100);
-      }
-    } finally {
-      first.destroyForcibly().waitFor();
-    }
+    killAtTheFourthCheckpoint(tmp, "--data", csv.toString(), "--out", out.toString(), "--workers", "2", "--epochs",
+        "100000", "--global-batch", "20");
     assertTrue(Files.exists(out.resolve("backup").resolve("chief").resolve("checkpoint")), "the killed run's backup");
 
     ByteArrayOutputStream stdout = new ByteArrayOutputStream();
@@ -212,6 +232,32 @@ class SparkDemoTest {
       text.append(label).append('\n');
     }
     return Files.writeString(file, text);
+  }
+
+  /** Runs the demo with {@code args} in a JVM of its own and SIGKILLs it once its 4th checkpoint is there. */
+  private static void killAtTheFourthCheckpoint(Path tmp, String... args) throws Exception {
+    Path out = Path.of(args[List.of(args).indexOf("--out") + 1]);
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx1g"));
+    ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.") || a.startsWith("-Dio.netty"))
+        .forEach(command::add);
+    command.addAll(List.of("-cp", System.getProperty("java.class.path"), SparkDemo.class.getName()));
+    command.addAll(List.of(args));
+    Path log = tmp.resolve("killed-run.log");
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+    builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+    Process run = builder.start();
+    try {
+      long deadline = System.nanoTime() + 120_000_000_000L;
+      while (!Files.exists(out.resolve("ckpt").resolve("ckpt-4.index"))) {
+        assertTrue(run.isAlive(), () -> "the run ended: " + readLog(log));
+        assertTrue(System.nanoTime() < deadline, "no 4th checkpoint in 120 s");
+        Thread.sleep(20);
+      }
+    } finally {
+      run.destroyForcibly().waitFor();
+    }
   }
 
   private static String readLog(Path file) {
