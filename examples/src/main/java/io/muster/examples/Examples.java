@@ -75,7 +75,9 @@ public final class Examples {
                 + o.get("--kill-worker-at"));
           }
           if (!o.get("--data").isEmpty()) {
-            PsExamples.dataset(o.get("--data"), Args.integer(o, "--seed")); // a bad file is refused before any task starts
+            // a bad or too small file is refused before any task starts
+            PsExamples.requireEnoughRows(PsExamples.dataset(o.get("--data"), Args.integer(o, "--seed")), o.get("--data"),
+                PsExamples.shape(name)[0]);
           }
         }
         default -> Args.parse(args, Map.of());

@@ -58,6 +58,21 @@ public final class PsExamples {
         : CsvData.read(java.nio.file.Path.of(data), seed, TRAIN_FRACTION);
   }
 
+  /** Refuses data too small to give each worker a row to train on and to hold one row out. */
+  static void requireEnoughRows(SyntheticBlobs all, String data, int workers) {
+    if (trainRows(all) >= workers && trainRows(all) < all.rows()) {
+      return;
+    }
+    int needed = workers;
+    while ((int) (needed * TRAIN_FRACTION) < workers || (int) (needed * TRAIN_FRACTION) == needed) {
+      needed++;
+    }
+    throw new IllegalArgumentException((data.isEmpty() ? "the synthetic data" : "--data " + data) + " has "
+        + all.rows() + " rows: " + trainRows(all) + " to train on and " + (all.rows() - trainRows(all))
+        + " held out; " + workers + " workers need a row each to train on, and one row is held out: give at least "
+        + needed + " rows");
+  }
+
   private static int trainRows(SyntheticBlobs all) {
     return (int) (all.rows() * TRAIN_FRACTION);
   }
@@ -98,6 +113,10 @@ public final class PsExamples {
           float[] gradW = new float[model.weights.length];
           float[] gradB = new float[model.bias.length];
           float loss = batches.gradient(model, gradW, gradB);
+          if (!Float.isFinite(loss)) {
+            // join() raises it and cancels the steps still queued: a diverged model is not trained on
+            throw new IllegalStateException(SoftmaxModel.diverged(loss, "step " + args.get(1).longValue()));
+          }
           weights.applyGradient(gradW);
           bias.applyGradient(gradB);
           return Value.of(new float[] {loss, worker.task().index()});
@@ -290,6 +309,7 @@ public final class PsExamples {
     int batch = Args.positiveInt(o, "--batch");
     String data = o.get("--data");
     SyntheticBlobs all = dataset(data, seed);
+    requireEnoughRows(all, data, coordinator.workers().size());
     System.out.println((data.isEmpty() ? "synthetic data" : data) + ": " + all.rows() + " rows, " + all.features()
         + " features, " + all.classes() + " classes; " + trainRows(all) + " for training, the rest held out");
     ParameterServers variables = coordinator.variables();
@@ -299,7 +319,7 @@ public final class PsExamples {
         Value.of((long) coordinator.workers().size()), Value.of(data));
     List<RemoteValue> results = new ArrayList<>();
     for (int i = 0; i < steps; i++) {
-      results.add(coordinator.schedule("train_step", batches));
+      results.add(coordinator.schedule("train_step", batches, Value.of((long) i + 1)));
     }
     if (killAt > 0) {
       while (results.stream().filter(r -> r.status() == RemoteValue.Status.READY).count() < killAt) {

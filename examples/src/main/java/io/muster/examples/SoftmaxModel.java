@@ -87,8 +87,11 @@ final class SoftmaxModel {
    * One synchronous epoch of SGD over this replica's shard, shuffled with {@code random}: each
    * step's gradient (and loss) is averaged over the replicas before the update, so every replica
    * makes the same update. Returns the mean loss of the epoch.
+   *
+   * @param epoch the epoch's number from 1, to name it when the loss becomes NaN or infinite
+   * @throws IllegalStateException at the step whose loss is NaN or infinite, on every replica
    */
-  double trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int steps,
+  double trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int epoch, int steps,
       int localBatch, float learningRate) {
     int[] order = new int[shard.rows()];
     for (int i = 0; i < order.length; i++) {
@@ -107,6 +110,9 @@ final class SoftmaxModel {
     for (int step = 0; step < steps; step++) {
       loss[0] = gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
       strategy.allReduce(List.of(gradW, gradB, loss));
+      if (!Float.isFinite(loss[0])) { // the same on every replica: each stops at this step
+        throw new IllegalStateException(diverged(loss[0], "epoch " + epoch + " step " + (step + 1)));
+      }
       for (int i = 0; i < gradW.length; i++) {
         weights[i] -= learningRate * gradW[i];
       }
@@ -116,6 +122,12 @@ final class SoftmaxModel {
       total += loss[0];
     }
     return total / steps;
+  }
+
+  /** The failure of a run whose loss became NaN or infinite at {@code where}. */
+  static String diverged(float loss, String where) {
+    return "the loss is " + loss + " at " + where + ": training diverged; give a smaller --learning-rate, or check "
+        + "the data for extreme values";
   }
 
   double accuracy(SyntheticBlobs data) {

@@ -70,7 +70,7 @@ public final class SoftmaxRegression {
       long start = System.nanoTime();
       for (int epoch = 0; epoch < epochs; epoch++) {
         double epochLoss = model.trainEpoch(strategy, train,
-            new Random(seed + 31L * epoch + strategy.inputPipelineId()), steps, localBatch, learningRate);
+            new Random(seed + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch, learningRate);
         if (strategy.isChief()) {
           double seconds = (System.nanoTime() - start) / 1e9;
           log.info("epoch {}: loss {} held-out accuracy {} ({} examples/s over {} workers)", epoch + 1,

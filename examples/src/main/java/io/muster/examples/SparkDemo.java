@@ -163,7 +163,7 @@ public final class SparkDemo {
     long seed = options.seed();
     Path outDir = new Path(outputUri(options.out()));
     DemoData.checkWritable(spark.sparkContext().hadoopConfiguration(), outDir);
-    Dataset<Row> df = data.isEmpty() ? generated(spark, seed) : read(spark, data);
+    Dataset<Row> df = data.isEmpty() ? generated(spark, seed) : DataFiles.read(spark, data);
     long dropped = 0;
     if (!data.isEmpty() && options.dropNulls()) {
       long rows = df.count();
@@ -272,7 +272,7 @@ public final class SparkDemo {
           }
         }
         double epochLoss = model.trainEpoch(strategy, shard,
-            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), steps, localBatch,
+            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch,
             options.learningRate());
         double accuracy = model.accuracy(test);
         Map<String, Tensor> variables = model.tensors();
@@ -309,11 +309,6 @@ public final class SparkDemo {
       y[i] = ((Number) r.get(features)).intValue();
     }
     return new SyntheticBlobs(x, y, features, classes);
-  }
-
-  static Dataset<Row> read(SparkSession spark, String path) {
-    return path.endsWith(".parquet") ? spark.read().parquet(path)
-        : spark.read().option("header", "true").option("inferSchema", "true").csv(path);
   }
 
   /** 4000 rows of 10 overlapping Gaussian blobs in 20 dimensions. */

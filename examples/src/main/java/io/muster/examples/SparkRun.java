@@ -13,6 +13,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -111,7 +113,17 @@ public final class SparkRun {
           Boolean.parseBoolean(options.get("--overwrite")));
       external = external.withOutputDir(out);
     }
-    return data.isEmpty() ? trainer.run(spark, external) : trainer.run(SparkDemo.read(spark, data), external);
+    if (data.isEmpty()) {
+      return trainer.run(spark, external);
+    }
+    Dataset<Row> rows = DataFiles.read(spark, data);
+    long count = rows.count();
+    int readers = trainer.gang().trainers();
+    if (count < readers) {
+      throw new DemoData.InvalidInputException(data + " has " + count + " row" + (count == 1 ? "" : "s")
+          + ", fewer than the " + readers + " tasks that each read a shard of it; give more rows or fewer --workers");
+    }
+    return trainer.run(rows, external);
   }
 
   /** Makes {@code out} this run's (see {@link CommandRunIdentity}), or refuses it. */

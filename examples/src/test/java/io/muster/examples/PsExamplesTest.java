@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.charset.StandardCharsets;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -137,9 +139,31 @@ class PsExamplesTest {
     Run data = run("train", "--data", "/no/such/file.csv");
     assertEquals(2, data.exit());
     assertTrue(data.err().startsWith("muster example train: cannot read --data /no/such/file.csv: "), data.err());
+    Path tiny = Files.writeString(Files.createTempFile("tiny", ".csv"), "a,b,label\n1,2,0\n3,4,1\n");
+    try {
+      Run small = run("train", "--data", tiny.toString());
+      assertEquals(2, small.exit());
+      assertEquals("muster example train: --data " + tiny + " has 2 rows: 1 to train on and 1 held out; 2 workers need"
+          + " a row each to train on, and one row is held out: give at least 3 rows\n", small.err());
+      assertEquals("", small.out());
+    } finally {
+      Files.delete(tiny);
+    }
     Run unknown = run("share", "--workers", "3");
     assertEquals(2, unknown.exit());
     assertTrue(unknown.err().startsWith("muster example share: unknown argument '--workers'"), unknown.err());
+  }
+
+  @Test
+  void aDivergingTrainingStopsAtTheStepWhoseLossIsNotFiniteAndFails() throws Exception {
+    Run run = run("train", "--learning-rate", "1e38", "--steps", "300");
+    assertEquals(1, run.exit(), run.out());
+    Matcher m = Pattern.compile("failed: function train_step failed on worker \\d: java.lang.IllegalStateException: the"
+        + " loss is (NaN|Infinity) at step (\\d+): training diverged; give a smaller --learning-rate, or check the data"
+        + " for extreme values").matcher(run.out());
+    assertTrue(m.find(), run.out());
+    assertTrue(Integer.parseInt(m.group(2)) < 300, "it stopped at step " + m.group(2));
+    assertTrue(!run.out().contains("held-out accuracy"), "no result is reported: " + run.out());
   }
 
   private static double accuracy(Run run) {
