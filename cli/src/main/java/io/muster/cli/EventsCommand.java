@@ -6,6 +6,7 @@ import java.io.PrintStream;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -18,7 +19,9 @@ import org.apache.hadoop.fs.RemoteIterator;
  * file or every event file under a directory (each file's lines after a line naming it).
  *
  * <p>A file whose writer died mid-record is read as TensorBoard reads it: every intact record is
- * printed, then a warning on standard error, and the command still exits 0. A record that is
+ * printed, then a warning on standard error, and the command still exits 0. A file that does not
+ * begin with an event file's first record (the writer's {@code brain.Event:2}) is not one: one line
+ * says so, and the command exits 1. A record that is
  * unreadable before the end (a CRC mismatch) is corruption: the records before it are printed,
  * then one line naming the file and offset, and the command exits 1 (after reading the other files).
  */
@@ -61,6 +64,12 @@ final class EventsCommand {
           out.println("# " + file);
         }
         EventFiles.Contents contents = EventFiles.readIntact(fs, file);
+        Optional<String> notEvents = notAnEventFile(contents);
+        if (notEvents.isPresent()) {
+          err.println("muster events: " + file + " is not a TensorFlow event file: " + notEvents.get());
+          code = 1;
+          continue;
+        }
         for (EventFiles.Scalar s : contents.scalars()) {
           out.println(s.step() + "\t" + s.tag() + "\t" + s.value());
         }
@@ -80,5 +89,15 @@ final class EventsCommand {
     } catch (IOException e) {
       throw new UncheckedIOException(e.getMessage(), e);
     }
+  }
+
+  /** Why a file is no event file, if it is not: every event file begins with its writer's {@code brain.Event:N} record. */
+  private static Optional<String> notAnEventFile(EventFiles.Contents contents) {
+    if (contents.events().isEmpty()) {
+      return Optional.of(contents.stop().map(e -> "its first record is unreadable (" + e.getMessage() + ")")
+          .orElse("it is empty"));
+    }
+    return contents.events().get(0).getFileVersion().startsWith("brain.Event:") ? Optional.empty()
+        : Optional.of("its first record is not the brain.Event file version every event file begins with");
   }
 }

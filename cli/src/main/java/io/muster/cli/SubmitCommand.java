@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -101,13 +102,37 @@ final class SubmitCommand {
   /** {@code muster yarn-local}: starts a local cluster, prints its configuration directory, runs until stopped. */
   static int yarnLocal(List<String> args, PrintStream out) throws Exception {
     Options o = Options.parse(args, Set.of("--dir"), Set.of());
-    LocalYarn local = LocalYarn.start(Path.of(o.get("--dir", "muster-yarn-local")).toAbsolutePath());
-    Runtime.getRuntime().addShutdownHook(new Thread(local::close, "muster-yarn-local-stop"));
+    Path dir = Path.of(o.get("--dir", "muster-yarn-local")).toAbsolutePath();
+    checkWritable(dir);
+    // Ctrl-C (or SIGTERM) stops the cluster here, not in a JVM shutdown hook: stopped during the JVM's
+    // shutdown, the datanode cannot remove its own shutdown hooks and prints two stack traces
+    CountDownLatch stop = new CountDownLatch(1);
+    for (String signal : List.of("INT", "TERM")) {
+      sun.misc.Signal.handle(new sun.misc.Signal(signal), s -> stop.countDown());
+    }
+    LocalYarn local = LocalYarn.start(dir);
     out.println("HADOOP_CONF_DIR=" + local.confDir());
     out.println("muster yarn-local: running; export HADOOP_CONF_DIR as above and use muster submit, yarn, hdfs; "
         + "Ctrl-C stops it");
-    new CountDownLatch(1).await();
+    stop.await();
+    local.close();
+    out.println("muster yarn-local: stopped; its files stay in " + dir);
     return 0;
+  }
+
+  /** A directory the cluster can keep its files in: created if need be, a file written and deleted in it. */
+  private static void checkWritable(Path dir) {
+    try {
+      Files.createDirectories(dir);
+      Files.delete(Files.createTempFile(dir, ".muster-probe-", ""));
+    } catch (IOException e) {
+      String why = e instanceof java.nio.file.AccessDeniedException ? "permission denied"
+          : e instanceof java.nio.file.FileAlreadyExistsException ? "a file is in the way"
+          : e instanceof java.nio.file.FileSystemException f && f.getReason() != null ? f.getReason()
+          : e.getMessage();
+      throw new UsageException("--dir " + dir + " is not a directory the cluster can write to (" + why + "); give "
+          + "one you can write");
+    }
   }
 
   /** @param stageRuntime copy Muster's jars to the cluster (not needed when it runs in this process) */
@@ -228,7 +253,22 @@ final class SubmitCommand {
         valued.add("--" + type + "-" + what);
       }
     }
-    Options o = Options.parse(withConfFile(args), valued, Set.of("--local"));
+    Map<String, String> fromFile = new HashMap<>();
+    List<String> merged = withConfFile(args, valued, fromFile);
+    try {
+      return parse(Options.parse(merged, valued, Set.of("--local")), classpath);
+    } catch (UsageException e) {
+      // an option the file gave (and the command line did not) is named with the file's line
+      for (Map.Entry<String, String> option : fromFile.entrySet()) {
+        if (e.getMessage().startsWith(option.getKey() + " ") && !args.contains(option.getKey())) {
+          throw new UsageException(option.getValue() + ": " + e.getMessage());
+        }
+      }
+      throw e;
+    }
+  }
+
+  private static YarnJob parse(Options o, List<String> classpath) {
     Map<TaskType, Integer> counts = new EnumMap<>(TaskType.class);
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
@@ -288,24 +328,29 @@ final class SubmitCommand {
 
   /**
    * The options of {@code --conf FILE} (Java properties: {@code worker-instances = 4},
-   * {@code env.NAME = value}) before the command line's, so that the command line's win.
+   * {@code env.NAME = value}) before the command line's, so that the command line's win. A setting
+   * that is no option is refused naming the file and its line; {@code fromFile} gets where each
+   * option given came from ({@code --conf FILE line N}).
    */
-  private static List<String> withConfFile(List<String> args) {
+  private static List<String> withConfFile(List<String> args, Set<String> valued, Map<String, String> fromFile) {
     int at = args.indexOf("--conf");
     if (at < 0 || at + 1 >= args.size()) {
       return args;
     }
     Path file = Path.of(args.get(at + 1));
     Properties properties = new Properties();
+    List<String> lines;
     try (var in = Files.newBufferedReader(file)) {
       properties.load(in);
-    } catch (IOException e) {
+      lines = Files.readAllLines(file);
+    } catch (IOException | IllegalArgumentException e) { // Properties refuses a malformed unicode escape
       throw new UsageException("--conf " + file + " cannot be read: "
           + (e instanceof java.nio.file.NoSuchFileException ? "no such file" : e.getMessage()));
     }
     List<String> merged = new java.util.ArrayList<>();
     for (String key : new java.util.TreeSet<>(properties.stringPropertyNames())) {
       String value = properties.getProperty(key).strip();
+      String where = "--conf " + file + " line " + lineOf(lines, key);
       if (key.startsWith("env.")) {
         merged.addAll(List.of("--env", key.substring("env.".length()) + "=" + value));
       } else if (key.equals("local")) {
@@ -313,14 +358,28 @@ final class SubmitCommand {
           merged.add("--local");
         }
       } else if (key.equals("conf")) {
-        throw new UsageException("--conf " + file + ": a configuration file cannot name another (conf = " + value
-            + ")");
+        throw new UsageException(where + ": a configuration file cannot name another (conf = " + value + ")");
+      } else if (!valued.contains("--" + key)) {
+        throw new UsageException(where + ": '" + key + "' is not a setting; the settings are the options without"
+            + " their -- (worker-instances = 2, command = python train.py), env.NAME = VALUE and local = true");
       } else {
+        fromFile.put("--" + key, where);
         merged.addAll(List.of("--" + key, value));
       }
     }
     merged.addAll(args);
     return merged;
+  }
+
+  /** The number of the first line that sets {@code key} (a key ends at '=', ':' or a blank, as Properties reads it). */
+  private static int lineOf(List<String> lines, String key) {
+    for (int n = 0; n < lines.size(); n++) {
+      String line = lines.get(n).stripLeading();
+      if (line.startsWith(key) && (line.length() == key.length() || "=: \t".indexOf(line.charAt(key.length())) >= 0)) {
+        return n + 1;
+      }
+    }
+    return 0;
   }
 
   private static Set<TaskType> types(String list) {

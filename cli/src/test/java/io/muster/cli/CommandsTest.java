@@ -176,6 +176,23 @@ class CommandsTest {
   }
 
   @Test
+  void eventsOfAFileThatIsNoEventFileIsOneLineAndExitsOne(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Path text = java.nio.file.Files.writeString(tmp.resolve("notes.txt"),
+        "these are notes, not events; a line long enough to be read as a record's header\n");
+    java.nio.file.Path empty = java.nio.file.Files.write(tmp.resolve("events.out.tfevents.1.h.1.0.v2"), new byte[0]);
+    Result r = run(Map.of(), "events", text.toString());
+    assertEquals(1, r.code(), r.err());
+    assertEquals("", r.text());
+    assertTrue(r.err().startsWith("muster events: " + text + " is not a TensorFlow event file: its first record is "
+        + "unreadable ("), r.err());
+    assertEquals(1, r.err().lines().count(), r.err());
+    Result e = run(Map.of(), "events", empty.toString());
+    assertEquals(1, e.code(), e.err());
+    assertEquals("muster events: " + empty + " is not a TensorFlow event file: it is empty\n", e.err());
+  }
+
+  @Test
   void eventsWithACorruptRecordInTheMiddlePrintsTheRecordsBeforeItAndExitsOne(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
     java.nio.file.Path file = threeLossEvents(tmp);

@@ -58,6 +58,70 @@ class SubmitCommandTest {
     assertEquals(job, YarnJob.fromEnvironmentValue(job.toEnvironmentValue()));
   }
 
+  /** A conf file's bad setting is one line naming the file and the line, exit 2. */
+  @Test
+  void aConfFilesBadLineIsNamedByFileAndLine(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+    Map<String, String> cases = Map.of(
+        "# settings\nqueue = ml\nthis is wrong\n",
+        "line 3: 'this' is not a setting; the settings are the options without their -- (worker-instances = 2, "
+            + "command = python train.py), env.NAME = VALUE and local = true",
+        "command = true\n\nworker-instances = many\n", "line 3: --worker-instances must be an integer >= 0, was 'many'",
+        "command: true\n  gang-timeout 0s\n",
+        "line 2: --gang-timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was '0s'",
+        "command = true\nconf = other.properties\n", "line 2: a configuration file cannot name another (conf = "
+            + "other.properties)");
+    for (Map.Entry<String, String> c : cases.entrySet()) {
+      java.nio.file.Path conf = java.nio.file.Files.writeString(tmp.resolve("job.properties"), c.getKey());
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      int code = Muster.run(List.of("submit", "--conf", conf.toString()), Map.of(),
+          new PrintStream(new ByteArrayOutputStream(), true), new PrintStream(err, true));
+      assertEquals(2, code, c.getKey());
+      assertEquals("muster submit: --conf " + conf + " " + c.getValue() + "\n", err.toString(StandardCharsets.UTF_8));
+    }
+  }
+
+  @Test
+  void anArchiveThatIsNotOneIsRefusedBeforeAnythingIsStaged(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Path text = java.nio.file.Files.writeString(tmp.resolve("env.zip"), "not a zip\n");
+    java.nio.file.Path plain = java.nio.file.Files.writeString(tmp.resolve("env.txt"), "a file\n");
+    java.nio.file.Path zip = tmp.resolve("ok.zip");
+    try (var out = new java.util.zip.ZipOutputStream(java.nio.file.Files.newOutputStream(zip))) {
+      out.putNextEntry(new java.util.zip.ZipEntry("a.txt"));
+      out.write('a');
+    }
+    Map<java.nio.file.Path, String> cases = Map.of(
+        text, "--archives: " + text + " is named as an archive but is not a zip archive; give the archive itself",
+        plain, "--archives: " + plain + " is not named as an archive YARN unpacks (.zip, .jar, .tar, .tar.gz or .tgz);"
+            + " ship it with --files instead");
+    for (Map.Entry<java.nio.file.Path, String> c : cases.entrySet()) {
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      int code = Muster.run(List.of("submit", "--command", "true", "--archives", c.getKey().toString()), Map.of(),
+          new PrintStream(new ByteArrayOutputStream(), true), new PrintStream(err, true));
+      assertEquals(2, code, err.toString(StandardCharsets.UTF_8));
+      assertEquals("muster submit: " + c.getValue() + "\n", err.toString(StandardCharsets.UTF_8));
+    }
+    assertEquals(1, parse("--command", "true", "--archives", zip + "#env").shipped().size(), "a real zip is taken");
+  }
+
+  @Test
+  void yarnLocalRefusesADirectoryItCannotWriteBeforeStarting(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Path file = java.nio.file.Files.writeString(tmp.resolve("a-file"), "x");
+    Map<String, String> cases = Map.of(
+        "/proc/muster-yarn-local", "--dir /proc/muster-yarn-local is not a directory the cluster can write to (",
+        file.resolve("sub").toString(), "--dir " + file.resolve("sub") + " is not a directory the cluster can write to (");
+    for (Map.Entry<String, String> c : cases.entrySet()) {
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      int code = Muster.run(List.of("yarn-local", "--dir", c.getKey()), Map.of(),
+          new PrintStream(new ByteArrayOutputStream(), true), new PrintStream(err, true));
+      String said = err.toString(StandardCharsets.UTF_8);
+      assertEquals(2, code, said);
+      assertTrue(said.startsWith("muster yarn-local: " + c.getValue()) && said.endsWith("); give one you can write\n")
+          && said.lines().count() == 1, said);
+    }
+  }
+
   @Test
   void defaultsAreOneWorkerOfOneGigabyteAndTheDefaultQueue() {
     YarnJob job = parse("--command", "true");

@@ -40,7 +40,18 @@ public final class SoftmaxRegression {
     }
   }
 
-  public static void main(String[] args) throws Exception {
+  /** Trains; a failure (a peer lost, the loss diverged) is one line on stderr and exit 1, its stack trace at debug. */
+  public static void main(String[] args) {
+    try {
+      train(args);
+    } catch (Exception e) {
+      log.debug("training failed", e);
+      System.err.println("failed: " + Args.failure(e));
+      System.exit(1);
+    }
+  }
+
+  private static void train(String[] args) throws Exception {
     Settings settings = Settings.of(Args.parse(args, Map.of("--epochs", "5", "--global-batch", "240",
         "--learning-rate", "0.5", "--seed", "7")));
     int epochs = settings.epochs();

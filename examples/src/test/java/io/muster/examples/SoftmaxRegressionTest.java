@@ -38,4 +38,20 @@ class SoftmaxRegressionTest {
       assertEquals(a3, ((Number) worker.get("accuracy")).doubleValue());
     }
   }
+
+  /** A worker's failure (here its own check of the batch, which runs after the gang formed) is one line, no trace. */
+  @Test
+  void aWorkerThatFailsSaysSoInOneLineAndTheRunFails() throws Exception {
+    ByteArrayOutputStream log = new ByteArrayOutputStream();
+    LocalTraining.Result result = LocalTraining.run(2, List.of("--epochs", "1", "--global-batch", "241"),
+        new PrintStream(log, true, StandardCharsets.UTF_8));
+    String printed = log.toString(StandardCharsets.UTF_8);
+    assertEquals(1, result.exitCode(), printed);
+    for (int worker = 0; worker < 2; worker++) {
+      assertTrue(printed.contains("[worker " + worker + "] failed: --global-batch 241 must be a multiple of the number"
+          + " of workers (2) so that every worker takes an equal local batch\n"), printed);
+    }
+    assertTrue(printed.lines().noneMatch(l -> l.contains("\tat ") || l.contains("Exception in thread")),
+        "no stack trace: " + printed);
+  }
 }

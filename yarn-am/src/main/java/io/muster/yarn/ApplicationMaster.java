@@ -16,6 +16,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Deque;
 import java.util.EnumMap;
 import java.util.HashMap;
@@ -28,7 +29,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.io.DataOutputBuffer;
@@ -52,6 +55,7 @@ import org.apache.hadoop.yarn.api.records.URL;
 import org.apache.hadoop.yarn.client.api.AMRMClient;
 import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
 import org.apache.hadoop.yarn.client.api.NMClient;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.exceptions.YarnException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -82,6 +86,8 @@ public final class ApplicationMaster {
   private static final Duration NODE_PROBE = Duration.ofSeconds(2);
   /** How many attempts preemption and lost nodes may take beyond maxAttempts before the job gives up. */
   private static final int UNCOUNTED_ATTEMPTS = 10;
+  /** How long a silent ResourceManager is waited for, where the cluster does not say. */
+  static final Duration RESOURCE_MANAGER_LOST = Duration.ofSeconds(60);
 
   private final YarnJob job;
   /** YARN's attempt of this master: 1, or 2 when YARN restarted a master that was lost. */
@@ -126,7 +132,7 @@ public final class ApplicationMaster {
     }
     JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
     AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
-    rm.init(conf);
+    rm.init(resourceManagerClientConfiguration(conf));
     rm.start();
     NMClient nm = NMClient.createNMClient();
     nm.init(conf);
@@ -140,7 +146,18 @@ public final class ApplicationMaster {
           endpoint, server.address(), containerTokens(credentials));
       try (StatusPage page = new StatusPage(host, master::status)) {
         rm.registerApplicationMaster(host, server.port(), page.url());
-        Outcome outcome = master.run();
+        Outcome outcome;
+        try {
+          outcome = master.run();
+        } catch (ResourceManagerLost e) {
+          // nobody is left to report to: end what this master started, and go
+          log.error("{}; ending the job's containers and exiting", e.getMessage());
+          master.stopContainers(master.current);
+          master.nodeCalls.shutdown();
+          master.nodeCalls.awaitTermination(END_GRACE.toMillis(), TimeUnit.MILLISECONDS);
+          System.exit(1);
+          return;
+        }
         log.info("the job {}: {}", outcome.status(), outcome.diagnostics());
         master.state = outcome.status() == FinalApplicationStatus.SUCCEEDED ? "succeeded" : "failed";
         master.diagnostics = outcome.diagnostics();
@@ -154,6 +171,44 @@ public final class ApplicationMaster {
   }
 
   record Outcome(FinalApplicationStatus status, String diagnostics) {}
+
+  /** The ResourceManager did not answer within the client's bound: the cluster is gone, or this node is cut off. */
+  private static final class ResourceManagerLost extends RuntimeException {
+    ResourceManagerLost(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  /**
+   * The configuration of the master's ResourceManager client: unless the cluster sets
+   * {@code yarn.resourcemanager.connect.max-wait.ms}, a ResourceManager that does not answer for
+   * {@link #RESOURCE_MANAGER_LOST} (not YARN's 15 minutes) ends the master, one connection attempt
+   * per retry (the IPC client's own retries would multiply the wait: 10 on a refusal, 45 on a timeout).
+   */
+  static Configuration resourceManagerClientConfiguration(Configuration conf) {
+    Configuration rm = new Configuration(conf);
+    String[] sources = conf.getPropertySources(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS);
+    if (sources == null || Arrays.stream(sources).allMatch(source -> source.equals("yarn-default.xml"))) {
+      rm.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, RESOURCE_MANAGER_LOST.toMillis());
+      rm.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, Math.min(5000, conf.getLong(
+          YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS,
+          YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS)));
+    }
+    rm.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
+    rm.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
+    return rm;
+  }
+
+  /** The next allocation round; a ResourceManager that stays silent past the client's retries is {@link ResourceManagerLost}. */
+  private AllocateResponse allocate() throws YarnException {
+    try {
+      return rm.allocate(0.5f);
+    } catch (IOException e) {
+      throw new ResourceManagerLost("lost the ResourceManager: no answer within "
+          + Duration.ofMillis(rm.getConfig().getLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 0)).toSeconds()
+          + " s (" + e.getMessage() + ")", e);
+    }
+  }
 
   /** What the status page shows. */
   Map<String, Object> status() {
@@ -226,7 +281,7 @@ public final class ApplicationMaster {
     boolean gangNotFormed = false;
     Instant endingSince = null;
     while (true) {
-      AllocateResponse response = rm.allocate(0.5f);
+      AllocateResponse response = allocate();
       for (Container container : response.getAllocatedContainers()) {
         TaskType type = typeOf(container.getPriority().getPriority());
         var task = type == null || attempt.abortReason().isPresent() ? java.util.Optional.<TaskId>empty()

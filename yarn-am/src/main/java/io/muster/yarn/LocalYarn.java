@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
@@ -28,16 +29,37 @@ public final class LocalYarn implements AutoCloseable {
   /** Each NodeManager's memory; the cluster has two. */
   public static final int NODE_MEMORY_MB = 4096;
 
+  /**
+   * The reaper's script: it waits for a line on its stdin, which this JVM holds open. "done" (a
+   * cluster stopped by {@link #close}) ends it; the end of its input (this JVM ended without
+   * stopping the cluster: SIGKILL, a halt) makes it end every process running in the cluster's
+   * directory (the containers the NodeManagers started: the master, the executors and their
+   * commands' guards), with SIGTERM, then SIGKILL after 3 s, and delete a temporary directory.
+   */
+  private static final String REAPER = String.join("\n",
+      "dir=$1; temporary=$2",
+      "IFS= read -r line; [ \"$line\" = done ] && exit 0",
+      "inside() { for p in /proc/[0-9]*; do c=$(readlink \"$p/cwd\" 2>/dev/null) || continue;",
+      "  case $c in \"$dir\"|\"$dir\"/*) echo \"${p#/proc/}\";; esac; done; }",
+      "for signal in TERM TERM TERM KILL; do",
+      "  pids=$(inside); [ -z \"$pids\" ] && break",
+      "  kill -s $signal $pids 2>/dev/null; sleep 1",
+      "done",
+      "[ \"$temporary\" = true ] && rm -rf \"$dir\"",
+      "exit 0");
+
   private final MiniDFSCluster hdfs;
   private final MiniYARNCluster yarn;
   private final Path dir;
   private final boolean temporary;
+  private final Process reaper;
 
-  private LocalYarn(MiniDFSCluster hdfs, MiniYARNCluster yarn, Path dir, boolean temporary) {
+  private LocalYarn(MiniDFSCluster hdfs, MiniYARNCluster yarn, Path dir, boolean temporary, Process reaper) {
     this.hdfs = hdfs;
     this.yarn = yarn;
     this.dir = dir;
     this.temporary = temporary;
+    this.reaper = reaper;
   }
 
   /** A cluster in a new temporary directory, deleted with everything in it when the cluster stops. */
@@ -64,10 +86,13 @@ public final class LocalYarn implements AutoCloseable {
    */
   static LocalYarn start(Path dir, boolean temporary, Configuration settings) throws IOException {
     Files.createDirectories(dir);
+    Process reaper = startReaper(dir.toRealPath(), temporary);
     System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
     Configuration dfsConf = new Configuration();
     settings.forEach(setting -> dfsConf.set(setting.getKey(), setting.getValue()));
     dfsConf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, dir.resolve("hdfs").toAbsolutePath().toString());
+    // the web servers' scratch files with the cluster's, not in the system's temporary directory
+    dfsConf.set("hadoop.http.temp.dir", dir.resolve("http").toAbsolutePath().toString());
     dfsConf.set("dfs.namenode.http-address", "127.0.0.1:0");
     dfsConf.set("dfs.datanode.address", "127.0.0.1:0");
     dfsConf.set("dfs.datanode.http.address", "127.0.0.1:0");
@@ -87,6 +112,12 @@ public final class LocalYarn implements AutoCloseable {
     conf.set("yarn.nodemanager.webapp.address", "127.0.0.1:0");
     conf.set("yarn.resourcemanager.webapp.address", "127.0.0.1:0");
     conf.set("yarn.timeline-service.enabled", "false");
+    // its clients and masters give up on a ResourceManager that is gone within seconds, not minutes
+    conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 10_000);
+    conf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 1_000);
+    // while its NodeManagers wait for a lost ResourceManager as long as a real cluster's do
+    conf.setLong(YarnConfiguration.NM_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS,
+        YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS);
     // stopping takes about a second instead of 17
     conf.setLong("yarn.nodemanager.sleep-delay-before-sigkill.ms", 100);
     conf.setLong("yarn.nodemanager.process-kill-wait.ms", 100);
@@ -106,7 +137,19 @@ public final class LocalYarn implements AutoCloseable {
     log.info("local YARN ({} at {}) and HDFS ({}) are up; HADOOP_CONF_DIR={}",
         "2 NodeManagers of " + NODE_MEMORY_MB + " MB", yarn.getConfig().get(YarnConfiguration.RM_ADDRESS),
         hdfs.getFileSystem().getUri(), confDir);
-    return new LocalYarn(hdfs, yarn, dir, temporary);
+    return new LocalYarn(hdfs, yarn, dir, temporary, reaper);
+  }
+
+  /** The reaper ({@link #REAPER}), in a session of its own: a Ctrl-C meant for this JVM does not end it too. */
+  private static Process startReaper(Path dir, boolean temporary) throws IOException {
+    List<String> command = new ArrayList<>();
+    if (Files.isExecutable(Path.of("/usr/bin/setsid")) || Files.isExecutable(Path.of("/bin/setsid"))) {
+      command.add("setsid");
+    }
+    command.addAll(List.of("/bin/sh", "-c", REAPER, "muster-local-yarn-reaper", dir.toString(),
+        String.valueOf(temporary)));
+    return new ProcessBuilder(command).directory(new java.io.File("/"))
+        .redirectOutput(ProcessBuilder.Redirect.DISCARD).redirectError(ProcessBuilder.Redirect.DISCARD).start();
   }
 
   /** The cluster's configuration: its ResourceManager and {@code fs.defaultFS}. */
@@ -141,6 +184,11 @@ public final class LocalYarn implements AutoCloseable {
   public void close() {
     yarn.stop();
     hdfs.shutdown();
+    try (OutputStream toReaper = reaper.getOutputStream()) {
+      toReaper.write("done\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    } catch (IOException e) {
+      log.debug("the local cluster's reaper has ended already", e);
+    }
     if (temporary) {
       try (Stream<Path> paths = Files.walk(dir)) {
         for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {

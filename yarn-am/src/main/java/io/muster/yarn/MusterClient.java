@@ -1,6 +1,7 @@
 package io.muster.yarn;
 
 import io.muster.cluster.Json;
+import io.muster.cluster.TaskType;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -35,6 +36,8 @@ import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
 import org.apache.hadoop.yarn.api.records.ApplicationTimeoutType;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
+import org.apache.hadoop.yarn.api.records.NodeReport;
+import org.apache.hadoop.yarn.api.records.NodeState;
 import org.apache.hadoop.yarn.api.records.Resource;
 import org.apache.hadoop.yarn.api.records.YarnApplicationState;
 import org.apache.hadoop.yarn.client.ClientRMProxy;
@@ -99,6 +102,8 @@ public final class MusterClient implements AutoCloseable {
    */
   public ApplicationId submit(YarnJob job) throws IOException, YarnException {
     YarnClientApplication app = yarn.createApplication();
+    checkFits(job, app.getNewApplicationResponse().getMaximumResourceCapability(),
+        yarn.getNodeReports(NodeState.RUNNING));
     ApplicationSubmissionContext context = app.getApplicationSubmissionContext();
     job = stage(job, context.getApplicationId());
     context.setApplicationName(job.name());
@@ -120,6 +125,46 @@ public final class MusterClient implements AutoCloseable {
         SiteConfiguration.ENV, site), List.of(command), null, credentials(job, newToken()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
+  }
+
+  /**
+   * Refuses, before anything is staged or submitted, a gang the cluster could never run even when
+   * idle: a container larger than the scheduler's maximum allocation or than every running node
+   * (of the job's node label, where it has one), or a gang and its master larger than all those
+   * nodes together. GPUs are left to the scheduler.
+   *
+   * @throws IllegalStateException saying what was asked for, what the cluster has and what to do
+   */
+  static void checkFits(YarnJob job, Resource maximum, List<NodeReport> nodes) {
+    List<NodeReport> eligible = nodes.stream().filter(n -> job.placement().nodeLabel()
+        .map(label -> n.getNodeLabels().contains(label)).orElse(true)).toList();
+    long nodeMb = eligible.stream().mapToLong(n -> n.getCapability().getMemorySize()).max().orElse(Long.MAX_VALUE);
+    long nodeVcores = eligible.stream().mapToLong(n -> n.getCapability().getVirtualCores()).max()
+        .orElse(Long.MAX_VALUE);
+    long totalMb = MASTER.getMemorySize();
+    for (TaskType type : job.gang().types()) {
+      YarnJob.Resources r = job.resources().get(type);
+      String asked = "the " + type.jobName() + " containers ask for " + r.memoryMb() + " MB and " + r.vcores()
+          + " vcore" + (r.vcores() == 1 ? "" : "s");
+      String option = " (--" + type.jobName() + "-memory, --" + type.jobName() + "-vcores)";
+      if (r.memoryMb() > maximum.getMemorySize() || r.vcores() > maximum.getVirtualCores()) {
+        throw new IllegalStateException(asked + ", more than the cluster's largest container (" + maximum.getMemorySize()
+            + " MB, " + maximum.getVirtualCores() + " vcores: yarn.scheduler.maximum-allocation-mb and -vcores); ask "
+            + "for less" + option);
+      }
+      if (r.memoryMb() > nodeMb || r.vcores() > nodeVcores) {
+        throw new IllegalStateException(asked + ", more than any of the " + eligible.size() + " running nodes"
+            + job.placement().nodeLabel().map(l -> " labelled " + l).orElse("") + " has (the largest: " + nodeMb
+            + " MB, " + nodeVcores + " vcores); ask for less" + option);
+      }
+      totalMb += (long) r.memoryMb() * job.gang().count(type);
+    }
+    long clusterMb = eligible.stream().mapToLong(n -> n.getCapability().getMemorySize()).sum();
+    if (!eligible.isEmpty() && totalMb > clusterMb) {
+      throw new IllegalStateException("the gang's containers and its master need " + totalMb + " MB at once, "
+          + "more than the " + eligible.size() + " running nodes" + job.placement().nodeLabel().map(l -> " labelled "
+          + l).orElse("") + " have together (" + clusterMb + " MB); ask for fewer or smaller containers");
+    }
   }
 
   /**

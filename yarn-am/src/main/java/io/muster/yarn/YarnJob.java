@@ -73,8 +73,42 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         throw new IllegalArgumentException((archive ? "--archives" : "--files") + ": " + local
             + " is not a readable file");
       }
+      if (archive) {
+        checkArchive(local);
+      }
       String name = hash < 0 ? local.getFileName().toString() : spec.substring(hash + 1);
       return new Shipped(name, local.toUri().toString(), archive, 0, 0);
+    }
+
+    /** An archive YARN unpacks by its name (.zip, .jar, .tar, .tar.gz, .tgz) whose first bytes are of that format. */
+    private static void checkArchive(java.nio.file.Path file) {
+      String name = file.getFileName().toString().toLowerCase(java.util.Locale.ROOT);
+      byte[] head;
+      try (java.io.InputStream in = java.nio.file.Files.newInputStream(file)) {
+        head = in.readNBytes(512);
+      } catch (java.io.IOException e) {
+        throw new IllegalArgumentException("--archives: " + file + " cannot be read: " + e.getMessage());
+      }
+      String format;
+      boolean matches;
+      if (name.endsWith(".zip") || name.endsWith(".jar")) {
+        format = "a zip archive";
+        matches = head.length >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+      } else if (name.endsWith(".tar.gz") || name.endsWith(".tgz")) {
+        format = "gzip-compressed";
+        matches = head.length >= 2 && (head[0] & 0xff) == 0x1f && (head[1] & 0xff) == 0x8b;
+      } else if (name.endsWith(".tar")) {
+        format = "a tar archive";
+        matches = head.length >= 262 && new String(head, 257, 5, java.nio.charset.StandardCharsets.US_ASCII)
+            .equals("ustar");
+      } else {
+        throw new IllegalArgumentException("--archives: " + file + " is not named as an archive YARN unpacks (.zip, "
+            + ".jar, .tar, .tar.gz or .tgz); ship it with --files instead");
+      }
+      if (!matches) {
+        throw new IllegalArgumentException("--archives: " + file + " is named as an archive but is not "
+            + format + "; give the archive itself");
+      }
     }
   }
 

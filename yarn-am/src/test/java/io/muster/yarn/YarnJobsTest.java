@@ -2,6 +2,7 @@ package io.muster.yarn;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.checkpoint.CheckpointManager;
@@ -421,10 +422,31 @@ class YarnJobsTest {
   }
 
   @Test
+  void aGangTheClusterCouldNeverHoldIsRefusedAtSubmissionWithTheFigures() throws Exception {
+    Map<YarnJob, String> cases = Map.of(
+        job(GangSpec.workers(1), "exit 0", 16384, 1, Duration.ofSeconds(5)),
+        "the worker containers ask for 16384 MB and 1 vcore, more than the cluster's largest container (8192 MB, 4 "
+            + "vcores: yarn.scheduler.maximum-allocation-mb and -vcores); ask for less (--worker-memory, --worker-vcores)",
+        job(GangSpec.workers(1), "exit 0", 6144, 1, Duration.ofSeconds(5)),
+        "the worker containers ask for 6144 MB and 1 vcore, more than any of the 2 running nodes has (the largest: "
+            + "4096 MB, 8 vcores); ask for less (--worker-memory, --worker-vcores)",
+        job(GangSpec.workers(3), "exit 0", 3072, 1, Duration.ofSeconds(5)),
+        "the gang's containers and its master need 9728 MB at once, more than the 2 running "
+            + "nodes have together (8192 MB); ask for fewer or smaller containers");
+    int before = local.yarn().getResourceManager().getRMContext().getRMApps().size();
+    for (Map.Entry<YarnJob, String> c : cases.entrySet()) {
+      IllegalStateException e = assertThrows(IllegalStateException.class, () -> client.submit(c.getKey()));
+      assertEquals(c.getValue(), e.getMessage());
+    }
+    assertEquals(before, local.yarn().getResourceManager().getRMContext().getRMApps().size(), "nothing was submitted");
+  }
+
+  @Test
   void aGangThatCannotFitFailsAtTheGangDeadlineSayingWhatIsMissing() throws Exception {
-    // two NodeManagers of 4096 MB, one also running the 512 MB master: two 3072 MB workers fit, three do not
+    // two NodeManagers of 4096 MB, one also running the 512 MB master: the gang and its master (8192 MB) are no
+    // more than the nodes together, but only two 2560 MB workers fit on them
     Instant start = Instant.now();
-    ApplicationReport report = runToEnd(job(GangSpec.workers(3), "exit 0", 3072, 3, Duration.ofSeconds(5)));
+    ApplicationReport report = runToEnd(job(GangSpec.workers(3), "exit 0", 2560, 3, Duration.ofSeconds(5)));
     Duration took = Duration.between(start, Instant.now());
 
     assertEquals(FinalApplicationStatus.FAILED, report.getFinalApplicationStatus());
