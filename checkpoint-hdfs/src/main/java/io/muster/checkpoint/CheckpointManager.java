@@ -379,8 +379,29 @@ public final class CheckpointManager implements AutoCloseable {
     return Optional.empty();
   }
 
-  /** The state file of a directory, if there is one that parses. */
+  /** The state file of a directory, if there is one that parses (one that does not is logged and ignored). */
   public static Optional<CheckpointState> readState(FileSystem fs, Path directory) throws IOException {
+    try {
+      return readValidState(fs, directory);
+    } catch (InvalidStateException e) {
+      log.warn("ignoring {}", e.getMessage());
+      return Optional.empty();
+    }
+  }
+
+  /** A state file that does not parse as TensorFlow's {@code CheckpointState} text, or names no checkpoint. */
+  public static final class InvalidStateException extends IOException {
+    InvalidStateException(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * The state file of a directory; empty when there is none.
+   *
+   * @throws InvalidStateException naming the file when it does not parse or names no checkpoint
+   */
+  public static Optional<CheckpointState> readValidState(FileSystem fs, Path directory) throws IOException {
     Path file = new Path(directory, STATE_FILE);
     String text;
     try (InputStream in = fs.open(file)) {
@@ -394,12 +415,10 @@ public final class CheckpointManager implements AutoCloseable {
     try {
       TextFormat.Parser.newBuilder().setAllowUnknownFields(true).build().merge(text, state);
     } catch (TextFormat.ParseException e) {
-      log.warn("ignoring unreadable checkpoint state {}: {}", file, e.getMessage());
-      return Optional.empty();
+      throw new InvalidStateException("unreadable checkpoint state " + file + ": " + e.getMessage());
     }
     if (state.getModelCheckpointPath().isEmpty()) {
-      log.warn("ignoring invalid checkpoint state {}: no model_checkpoint_path", file);
-      return Optional.empty();
+      throw new InvalidStateException("invalid checkpoint state " + file + ": no model_checkpoint_path");
     }
     return Optional.of(state.build());
   }

@@ -46,7 +46,7 @@ final class CheckpointCommand {
     try {
       FileSystem fs = dir.getFileSystem(new Configuration());
       dir = fs.makeQualified(dir);
-      Optional<CheckpointState> state = CheckpointManager.readState(fs, dir);
+      Optional<CheckpointState> state = validState(fs, dir);
       if (state.isEmpty()) {
         throw new UsageException("no checkpoint state file in " + dir + " (expected " + new Path(dir, "checkpoint") + ")");
       }
@@ -87,6 +87,7 @@ final class CheckpointCommand {
               + " does not exist); muster checkpoint ls " + dir + " lists them");
         }
       } else {
+        validState(fs, dir);
         String none = "no complete checkpoint in " + dir + " to verify";
         prefix = CheckpointManager.latestCheckpoint(fs, dir)
             .orElseThrow(() -> new UncheckedIOException(none, new IOException(none)));
@@ -106,6 +107,22 @@ final class CheckpointCommand {
       return 1;
     } catch (IOException e) {
       throw new UncheckedIOException("cannot verify a checkpoint in " + given + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The directory's state file: a file given for the directory is a usage error; a state file that
+   * does not parse is a failure naming it (exit 1), not a directory without one.
+   */
+  private static Optional<CheckpointState> validState(FileSystem fs, Path dir) throws IOException {
+    if (fs.exists(dir) && fs.getFileStatus(dir).isFile()) {
+      throw new UsageException(dir + " is a file; give the checkpoint directory (the one holding the 'checkpoint' "
+          + "state file)");
+    }
+    try {
+      return CheckpointManager.readValidState(fs, dir);
+    } catch (CheckpointManager.InvalidStateException e) {
+      throw new UncheckedIOException(e.getMessage() + "; it is not TensorFlow's checkpoint state file", e);
     }
   }
 

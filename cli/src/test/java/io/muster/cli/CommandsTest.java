@@ -282,6 +282,26 @@ class CommandsTest {
   }
 
   @Test
+  void checkpointOfAStateFileThatIsNotOneOrOfAFileIsOneLine(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+      throws Exception {
+    java.nio.file.Files.writeString(tmp.resolve("checkpoint"), "{\"not\": \"a checkpoint state\"}\n");
+    String qualified = "file:" + tmp;
+    for (String command : List.of("ls", "verify")) {
+      Result r = run(Map.of(), "checkpoint", command, tmp.toString());
+      assertEquals(1, r.code(), r.err());
+      assertTrue(r.err().startsWith("muster checkpoint: unreadable checkpoint state " + qualified + "/checkpoint: "),
+          r.err());
+      assertTrue(r.err().endsWith("; it is not TensorFlow's checkpoint state file\n"), r.err());
+      assertEquals(1, r.err().lines().count(), r.err());
+    }
+    java.nio.file.Path file = java.nio.file.Files.writeString(tmp.resolve("rows.csv"), "a,b\n");
+    Result r = run(Map.of(), "checkpoint", "ls", file.toString());
+    assertEquals(2, r.code(), r.err());
+    assertEquals("muster checkpoint: file:" + file + " is a file; give the checkpoint directory (the one holding the "
+        + "'checkpoint' state file)\n", r.err());
+  }
+
+  @Test
   void everyCliCommandPrintsItsUsageOnHelp() {
     for (String command : List.of("cluster", "check", "server-def", "checkpoint", "events", "status", "kill",
         "yarn-local")) {
