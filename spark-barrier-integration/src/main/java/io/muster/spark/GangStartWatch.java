@@ -6,6 +6,7 @@ import io.muster.rpc.Reachability;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -23,6 +24,7 @@ import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.scheduler.TaskInfo;
+import org.apache.spark.scheduler.TaskSchedulerImpl;
 import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -137,6 +139,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     BlockManagerId driver = SparkEnv.get().blockManager().blockManagerId();
     List<SparkExecutorInfo> listed = executors.size() == 1 ? executors : executors.stream()
         .filter(e -> !(e.host().equals(driver.host()) && e.port() == driver.port())).toList();
+    Map<String, Integer> running = runningTasks();
     ExecutorService probes = Executors.newFixedThreadPool(Math.min(MAX_PROBES, Math.max(1, listed.size())));
     try {
       List<Future<String>> described = listed.stream().map(e -> probes.submit(() -> {
@@ -144,7 +147,8 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
           return e.host() + " not ready";
         }
         String answer = Reachability.probe(new HostPort(e.host(), e.port()), PROBE);
-        return e.host() + ":" + e.port() + (answer.equals("listening") ? " running " + e.numRunningTasks()
+        return e.host() + ":" + e.port() + (answer.equals("listening")
+            ? " running " + running.getOrDefault(e.host() + ":" + e.port(), e.numRunningTasks())
             : " not answering (" + answer + ")");
       })).toList();
       List<String> out = new ArrayList<>();
@@ -156,6 +160,29 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
       return listed.stream().map(x -> x.host() + ":" + x.port()).collect(Collectors.joining(", "));
     } finally {
       probes.shutdownNow();
+    }
+  }
+
+  /**
+   * Each executor's running tasks by its block manager's host:port (the address the status tracker
+   * lists), as the scheduler counts them now. The status tracker's own count is the UI's, which
+   * Spark writes at most every {@code spark.ui.liveUpdatePeriod} and otherwise at the next
+   * heartbeat: an executor that started a task a moment after its last write shows it idle for
+   * seconds. Empty where Spark's (package-private in Scala) scheduler API moved.
+   */
+  private Map<String, Integer> runningTasks() {
+    try {
+      Map<String, Object> byExecutor = CollectionConverters.asJava(
+          ((TaskSchedulerImpl) sc.taskScheduler()).runningTasksByExecutors());
+      Map<String, Integer> running = new HashMap<>();
+      for (BlockManagerId id : CollectionConverters.asJava(SparkEnv.get().blockManager().master().getMemoryStatus())
+          .keySet()) {
+        running.put(id.host() + ":" + id.port(), (Integer) byExecutor.getOrDefault(id.executorId(), 0));
+      }
+      return running;
+    } catch (LinkageError | RuntimeException e) {
+      log.debug("cannot count the executors' running tasks from the scheduler; taking the status tracker's", e);
+      return Map.of();
     }
   }
 
