@@ -182,6 +182,97 @@ class YarnTest {
     assertEquals("total=50", total);
   }
 
+  /**
+   * A worker host's link cut while the gang runs: nothing is reset, the NodeManager is silent, and
+   * YARN would declare it lost only after 10 minutes. The master times the silent executor out
+   * itself, leaves the node out, and runs the gang again on the other hosts without counting the
+   * attempt. Before the test that runs last, which cuts a host too; the link is healed here.
+   */
+  @Test
+  @Order(Integer.MAX_VALUE - 1)
+  void aNodeCutWhileTheGangRunsEndsTheAttemptAndTheRetryRunsUncountedOnTheOtherHosts() throws Exception {
+    Host cut;
+    String app;
+    HostProcess run;
+    java.time.LocalTime cutAt;
+    String page;
+    String html;
+    Duration rerun;
+    // the first attempt's commands run until the cut; the second's a few seconds, for the status page to be read
+    try (HostProcess submit = yarn.muster(rig.host(1), "submit-cut-while-running", List.of("submit",
+        "--worker-instances", "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "1", "--command",
+        "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > /tmp/cut-while-running.pid; sleep 300; fi; sleep 5; "
+            + "echo \"ran on $(hostname)\""))) {
+      run = submit;
+      submit.awaitLine(Pattern.compile("application_\\d+_\\d+"), JOB, "the application's id");
+      Matcher id = Pattern.compile("application_(\\d+_\\d+)").matcher(String.join("\n", submit.stdout()));
+      assertTrue(id.find(), submit.tail());
+      app = id.group();
+      Host master = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_000001 "),
+          null, submit);
+      cut = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_0+[2-9] "), master,
+          submit);
+      submit.awaitLine(Pattern.compile("attempt 1: worker 3 running"), JOB, "every worker running");
+      cutAt = java.time.LocalTime.now();
+      cut.cutLink();
+      try {
+        submit.awaitLine(Pattern.compile("attempt 2: worker 3 running"), JOB, "every worker of attempt 2 running");
+        rerun = Duration.between(cutAt, java.time.LocalTime.now());
+        Matcher url = Pattern.compile("RUNNING \\((http://host1:8088/proxy/\\S+/)\\)").matcher(String.join("\n",
+            submit.stdout()));
+        assertTrue(url.find(), submit.tail());
+        String base = url.group(1).replace("host1", rig.host(1).address());
+        page = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(base + "status.json"))
+            .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofString()).body();
+        html = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(base))
+            .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofString()).body();
+        assertEquals(0, submit.waitFor(JOB), submit.tail());
+      } finally {
+        cut.healLink();
+      }
+    }
+    String out = String.join("\n", run.stdout());
+    assertTrue(out.contains("SUCCEEDED: succeeded on attempt 2 (1 of 1 that count)"), run.tail());
+    Matcher failed = Pattern.compile("attempt 1 of 1 failed: worker \\d on " + cut.name() + " \\(container \\S+\\) went "
+        + "silent: no word from its executor for (\\d+) s; its NodeManager at " + cut.name() + ":\\d+: no answer within "
+        + "2000 ms \\(the node is down or cut off\\); " + cut.name() + " left out of the job's next attempts \\(a node went "
+        + "silent; this attempt does not count\\)").matcher(out);
+    assertTrue(failed.find(), run.tail());
+    assertTrue(page.contains("\"lost_nodes\": {\"" + cut.name() + "\": \"attempt 1: worker "), page);
+    assertTrue(html.contains("<ul id=\"lost-nodes\"><li><b>" + cut.name() + "</b>: attempt 1: worker "), html);
+    assertTrue(out.contains("(lost nodes: " + cut.name() + ")"), "the progress line names the lost node: " + run.tail());
+
+    // The master's own account: when it ended the attempt, against the cut.
+    String ended = null;
+    for (Host host : rig.hosts()) {
+      Path amLog = host.scratch().resolve("tmp/yarn/logs/" + app + "/container_" + app.substring(12) + "_01_000001/stderr");
+      if (Files.exists(amLog)) {
+        ended = Files.readAllLines(amLog).stream().filter(l -> l.contains("went silent")).findFirst().orElse(null);
+      }
+    }
+    assertTrue(ended != null, "the master logged the silence");
+    Duration detected = Duration.between(cutAt, java.time.LocalTime.parse(ended.substring(0, 12)));
+    System.out.println("cut -> attempt ended by the master: " + detected.toMillis() + " ms; -> every worker of "
+        + "attempt 2 running: " + rerun.toMillis() + " ms");
+    // a hang guard, not a speed target: YARN itself would take 10 minutes
+    assertTrue(detected.compareTo(Duration.ofSeconds(60)) < 0, "ended " + detected + " after the cut: " + ended);
+
+    List<String> ranOn = new ArrayList<>();
+    for (Host host : rig.hosts()) {
+      for (Path stdout : Yarn.containerStdouts(host)) {
+        if (stdout.toString().contains(app + "/")) {
+          Files.readAllLines(stdout).stream().filter(l -> l.startsWith("ran on ")).forEach(l -> ranOn.add(l.substring(7)));
+        }
+      }
+    }
+    assertEquals(3, ranOn.stream().distinct().count(), "the retry's workers, one per host: " + ranOn);
+    assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
+    // Healed, the cut host's executor hears that its attempt is over and ends the command.
+    long pid = Long.parseLong(Files.readString(cut.scratch().resolve("tmp/cut-while-running.pid")).trim());
+    io.muster.testing.Eventually.within(Duration.ofSeconds(30), "the cut host's command ended after the heal",
+        () -> !io.muster.testing.Pids.running(pid));
+  }
+
   /** Runs last: the cut host's NodeManager is silent to the ResourceManager while it is cut. */
   @Test
   @Order(Integer.MAX_VALUE)

@@ -25,8 +25,10 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -86,6 +88,18 @@ public final class ApplicationMaster {
   private static final Duration NODE_PROBE = Duration.ofSeconds(2);
   /** How many attempts preemption and lost nodes may take beyond maxAttempts before the job gives up. */
   private static final int UNCOUNTED_ATTEMPTS = 10;
+  /**
+   * How long an executor whose command runs may go without a word (it heartbeats every second)
+   * before the master ends the attempt: a node powered off or cut off resets nothing, and YARN
+   * declares its NodeManager lost only after {@code yarn.nm.liveness-monitor.expiry-interval-ms}
+   * (10 minutes).
+   */
+  static final Duration EXECUTOR_SILENT = Duration.ofSeconds(10);
+  /**
+   * When a task fails while another's executor has been silent this long (three heartbeats), the
+   * silence is taken for the cause: a peer cut off makes its partners fail before it is timed out.
+   */
+  static final Duration EXECUTOR_SUSPECT = Duration.ofSeconds(3);
   /** How long a silent ResourceManager is waited for, where the cluster does not say. */
   static final Duration RESOURCE_MANAGER_LOST = Duration.ofSeconds(60);
 
@@ -99,6 +113,8 @@ public final class ApplicationMaster {
   private final ByteBuffer containerTokens;
   private final Map<String, Container> containers = new HashMap<>();
   private final Set<String> stopping = new HashSet<>();
+  /** The nodes left out of the job's later attempts (YARN's blacklist), each with why. */
+  private final Map<String, String> lostNodes = new ConcurrentSkipListMap<>();
   /** The NodeManagers' start and stop calls, which block for as long as a node does not answer. */
   private final ExecutorService nodeCalls = Executors.newCachedThreadPool(r -> {
     Thread t = new Thread(r, "muster-node-call");
@@ -221,6 +237,7 @@ public final class ApplicationMaster {
     status.put("gang", job.gang().toString());
     status.put("output_dir", job.outputDir().orElse(null));
     status.put("diagnostics", diagnostics);
+    status.put("lost_nodes", Map.copyOf(lostNodes));
     status.put("tasks", attempt == null ? List.of() : attempt.describeTasks());
     return status;
   }
@@ -236,7 +253,7 @@ public final class ApplicationMaster {
     }
     // A restarted master numbers its attempts after every number the lost one could have used.
     int firstNumber = (masterAttempt - 1) * (job.maxAttempts() + UNCOUNTED_ATTEMPTS);
-    int counted = 0; // attempts that count against maxAttempts: not those YARN took away (preemption, a lost node)
+    int counted = 0; // attempts that count against maxAttempts: not the cluster's failures (preemption, a lost node)
     for (int n = 0; counted < job.maxAttempts() && n < job.maxAttempts() + UNCOUNTED_ATTEMPTS; n++) {
       Attempt attempt = new Attempt(firstNumber + n, job.gang(), job.gangTimeout());
       current = attempt;
@@ -252,10 +269,10 @@ public final class ApplicationMaster {
           failures.add(which + ": " + attempt.abortReason().orElse(""));
           return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
         default:
-          boolean lost = attempt.lostToCluster();
-          counted += lost ? 0 : 1;
+          Optional<String> lost = attempt.lostToCluster();
+          counted += lost.isPresent() ? 0 : 1;
           failures.add(which + " failed: " + attempt.failureReport()
-              + (lost ? " (YARN took the container away; this attempt does not count)" : ""));
+              + lost.map(why -> " (" + why + "; this attempt does not count)").orElse(""));
           diagnostics = String.join("\n", failures);
           log.warn("{} failed: {}{}", which, attempt.failureReport(),
               counted < job.maxAttempts() ? "; running the whole gang again" : "");
@@ -284,7 +301,7 @@ public final class ApplicationMaster {
       AllocateResponse response = allocate();
       for (Container container : response.getAllocatedContainers()) {
         TaskType type = typeOf(container.getPriority().getPriority());
-        var task = type == null || attempt.abortReason().isPresent() ? java.util.Optional.<TaskId>empty()
+        var task = type == null || attempt.abortReason().isPresent() ? Optional.<TaskId>empty()
             : attempt.assign(type, container.getId().toString(), container.getNodeId().getHost(),
                 "http://" + container.getNodeHttpAddress() + "/node/containerlogs/" + container.getId() + "/"
                     + System.getenv("USER"));
@@ -302,6 +319,8 @@ public final class ApplicationMaster {
                 status.getContainerId(), status.getExitStatus()));
       }
       if (attempt.abortReason().isEmpty()) {
+        List<Attempt.Silent> silent = attempt.silentFor(attempt.verdict() instanceof EndOfJob.Failed
+            ? EXECUTOR_SUSPECT : EXECUTOR_SILENT);
         if (!attempt.formed() && Instant.now().isAfter(attempt.deadline)) {
           List<String> unregistered = attempt.unregisteredContainers();
           // Allocated but silent: the node or its link failed, which another attempt may not meet; a gang
@@ -309,6 +328,8 @@ public final class ApplicationMaster {
           gangNotFormed = unregistered.isEmpty();
           attempt.abort("the gang was not formed within the gang timeout of " + job.gangTimeout() + ": "
               + attempt.formationReport(probeNodes(unregistered)));
+        } else if (!silent.isEmpty()) {
+          abortForSilence(attempt, silent);
         } else if (attempt.verdict() instanceof EndOfJob.Failed) {
           attempt.abort(attempt.failureReport());
         }
@@ -339,18 +360,64 @@ public final class ApplicationMaster {
     }
   }
 
+  /**
+   * Ends an attempt whose executors went silent. Their containers are stopped at once, or, where the
+   * NodeManager does not answer either (the node is down or cut off), released (YARN reports them
+   * ended) and their nodes left out of the job's later attempts. The failure is the cluster's: it
+   * does not count against the job's attempts, and a task that failed after the silence began is
+   * taken for its consequence.
+   */
+  private void abortForSilence(Attempt attempt, List<Attempt.Silent> silent) {
+    Map<String, NodeAnswer> answers = probeNodes(silent.stream().map(Attempt.Silent::containerId).toList());
+    List<String> accounts = new ArrayList<>();
+    List<String> cutOff = new ArrayList<>();
+    for (Attempt.Silent s : silent) {
+      NodeAnswer node = answers.get(s.containerId());
+      accounts.add(s.task() + " on " + s.host() + " (container " + s.containerId() + ") went silent: no word from its "
+          + "executor for " + s.silence().toSeconds() + " s" + (node == null ? "" : "; " + node));
+      if (node != null && !node.answers() && !cutOff.contains(s.host())) {
+        cutOff.add(s.host());
+        lostNodes.put(s.host(), "attempt " + (attempt.number + 1) + ": " + s.task() + "'s executor and the node's "
+            + node);
+      }
+    }
+    String reason = String.join("; ", accounts) + (cutOff.isEmpty() ? "" : "; " + String.join(", ", cutOff)
+        + " left out of the job's next attempts")
+        + (attempt.verdict() instanceof EndOfJob.Failed ? "; after it, " + attempt.failureReport() : "");
+    if (!cutOff.isEmpty()) {
+      rm.updateBlacklist(cutOff, List.of());
+    }
+    attempt.abortLostToCluster(reason, cutOff.isEmpty() ? "an executor went silent" : "a node went silent");
+    for (Attempt.Silent s : silent) {
+      Container container = containers.get(s.containerId());
+      if (container != null && cutOff.contains(s.host())) {
+        containers.remove(s.containerId());
+        rm.releaseAssignedContainer(container.getId());
+      } else if (container != null) {
+        stopContainer(container);
+      }
+    }
+  }
+
   private void stopContainers(Attempt attempt) {
     for (String id : attempt.runningContainers()) {
       Container container = containers.get(id);
-      if (container != null && stopping.add(id)) {
-        nodeCalls.execute(() -> {
-          try {
-            nm.stopContainer(container.getId(), container.getNodeId());
-          } catch (YarnException | IOException e) {
-            log.warn("cannot stop container {} on {}: {}", id, container.getNodeId(), e.toString());
-          }
-        });
+      if (container != null) {
+        stopContainer(container);
       }
+    }
+  }
+
+  /** Asks the container's NodeManager to stop it, once, off the master's loop. */
+  private void stopContainer(Container container) {
+    if (stopping.add(container.getId().toString())) {
+      nodeCalls.execute(() -> {
+        try {
+          nm.stopContainer(container.getId(), container.getNodeId());
+        } catch (YarnException | IOException e) {
+          log.warn("cannot stop container {} on {}: {}", container.getId(), container.getNodeId(), e.toString());
+        }
+      });
     }
   }
 
@@ -365,24 +432,35 @@ public final class ApplicationMaster {
     }
   }
 
-  /** What each container's NodeManager answers a connection attempt, for containers whose executor never registered. */
-  private Map<String, String> probeNodes(List<String> containerIds) {
-    Map<String, CompletableFuture<String>> probes = new HashMap<>();
+  /** What a container's NodeManager answered a connection attempt ({@link Reachability#probe}'s words). */
+  record NodeAnswer(HostPort node, String answer) {
+    boolean answers() {
+      return answer.equals("listening");
+    }
+
+    @Override
+    public String toString() {
+      return "its NodeManager at " + node + ": " + (answers() ? "answers"
+          : answer + (answer.startsWith("no answer") ? " (the node is down or cut off)" : ""));
+    }
+  }
+
+  /** What each container's NodeManager answers a connection attempt: for executors never heard from, or gone silent. */
+  private Map<String, NodeAnswer> probeNodes(List<String> containerIds) {
+    Map<String, CompletableFuture<NodeAnswer>> probes = new HashMap<>();
     for (String id : containerIds) {
       Container container = containers.get(id);
       if (container != null) { // at once, each on its own thread: a silent node takes the whole probe timeout
         HostPort node = new HostPort(container.getNodeId().getHost(), container.getNodeId().getPort());
-        probes.put(id, CompletableFuture.supplyAsync(() -> {
-          String answer = Reachability.probe(node, NODE_PROBE);
-          return "its NodeManager at " + node + ": " + (answer.equals("listening") ? "answers"
-              : answer + (answer.startsWith("no answer") ? " (the node is down or cut off)" : ""));
-        }, nodeCalls));
+        probes.put(id, CompletableFuture.supplyAsync(() -> new NodeAnswer(node, Reachability.probe(node, NODE_PROBE)),
+            nodeCalls));
       }
     }
-    Map<String, String> answers = new HashMap<>();
+    Map<String, NodeAnswer> answers = new HashMap<>();
     probes.forEach((id, probe) -> answers.put(id, probe.join()));
     return answers;
   }
+
 
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
     String java = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java";

@@ -41,6 +41,8 @@ final class Attempt {
     final Instant allocated = Instant.now();
     Instant registered;
     Instant exited;
+    /** When its executor last called the master (registered, heartbeat, exit). */
+    Instant lastHeard;
 
     Member(TaskId task, String containerId, String host, String logs) {
       this.task = task;
@@ -63,7 +65,9 @@ final class Attempt {
   private final Map<TaskType, Integer> assigned = new EnumMap<>(TaskType.class);
   private final EndOfJob endOfJob;
   private String abortReason;
-  private boolean lostToCluster;
+  /** Why the attempt is the cluster's failure, not the job's; null while it is not. */
+  private String lostToCluster;
+  private Instant formedAt;
 
   Attempt(int number, GangSpec gang, Duration gangTimeout) {
     this.number = number;
@@ -97,8 +101,41 @@ final class Attempt {
     Member m = member(task);
     m.address = address;
     m.registered = Instant.now();
+    m.lastHeard = m.registered;
+    if (formedAt == null && formed()) {
+      formedAt = m.registered;
+    }
     notifyAll();
   }
+
+  /** The task's executor called: it is alive. */
+  synchronized void heard(TaskId task) {
+    member(task).lastHeard = Instant.now();
+  }
+
+  /**
+   * The members of a formed gang whose executors have been silent for {@code limit} or longer while
+   * their commands run: no heartbeat (every second), no exit, and YARN has not said the container
+   * ended. The clock starts at the latest of the executor's last call and the gang's forming (an
+   * executor waiting for the gang does not heartbeat).
+   */
+  synchronized List<Silent> silentFor(Duration limit) {
+    if (formedAt == null) {
+      return List.of();
+    }
+    Instant now = Instant.now();
+    List<Silent> silent = new ArrayList<>();
+    for (Member m : members.values()) {
+      Duration silence = Duration.between(m.lastHeard.isAfter(formedAt) ? m.lastHeard : formedAt, now);
+      if (m.exitCode == null && !m.containerDone && silence.compareTo(limit) >= 0) {
+        silent.add(new Silent(m.task, m.containerId, m.host, silence));
+      }
+    }
+    return silent;
+  }
+
+  /** A member whose executor has not called the master for {@code silence}. */
+  record Silent(TaskId task, String containerId, String host, Duration silence) {}
 
   synchronized boolean formed() {
     return members.size() == gang.size() && members.values().stream().allMatch(m -> m.address != null);
@@ -128,6 +165,7 @@ final class Attempt {
   /** @param endedByMaster the executor ended the command because the master said so (END or ABORT) */
   synchronized EndOfJob.Verdict exited(TaskId task, int code, List<String> stderrTail, boolean endedByMaster) {
     Member m = member(task);
+    m.lastHeard = Instant.now();
     if (m.exitCode != null) {
       return endOfJob.verdict();
     }
@@ -146,9 +184,9 @@ final class Attempt {
     }
     Member m = members.get(task);
     m.containerDone = true;
-    if (m.exitCode == null && endOfJob.verdict() instanceof EndOfJob.Running
+    if (m.exitCode == null && abortReason == null && endOfJob.verdict() instanceof EndOfJob.Running
         && (exitStatus == ContainerExitStatus.PREEMPTED || exitStatus == ContainerExitStatus.ABORTED)) {
-      lostToCluster = true; // YARN took it away (preempted, or its node was lost): not the job's failure
+      lostToCluster = "YARN took the container away"; // preempted, or its node was lost: not the job's failure
     }
     if (m.exitCode == null) {
       exited(task, exitStatus == 0 ? 1 : exitStatus, diagnostics.isBlank() ? List.of()
@@ -157,9 +195,9 @@ final class Attempt {
     return Optional.of(task);
   }
 
-  /** Whether the attempt failed because YARN preempted a container or lost its node. */
-  synchronized boolean lostToCluster() {
-    return lostToCluster;
+  /** Why the attempt is the cluster's failure (YARN preempted a container or lost its node, a node went silent), if it is. */
+  synchronized Optional<String> lostToCluster() {
+    return Optional.ofNullable(lostToCluster);
   }
 
   synchronized EndOfJob.Verdict verdict() {
@@ -171,6 +209,14 @@ final class Attempt {
       abortReason = reason;
     }
     notifyAll();
+  }
+
+  /** Aborts the attempt for a failure of the cluster ({@code why}), which does not count against the job's attempts. */
+  synchronized void abortLostToCluster(String reason, String why) {
+    if (abortReason == null) {
+      lostToCluster = why;
+    }
+    abort(reason);
   }
 
   synchronized Optional<String> abortReason() {
@@ -205,7 +251,7 @@ final class Attempt {
    * Why the gang did not form: per type, allocated and registered against wanted, on which nodes;
    * {@code nodeAnswers} says what the node of a container that never registered answered a probe.
    */
-  synchronized String formationReport(Map<String, String> nodeAnswers) {
+  synchronized String formationReport(Map<String, ?> nodeAnswers) {
     List<String> parts = new ArrayList<>();
     List<String> missing = new ArrayList<>();
     for (TaskType type : gang.types()) {
@@ -218,7 +264,7 @@ final class Attempt {
         if (m == null) {
           missing.add(t + " (no container)");
         } else if (m.address == null) {
-          String probe = nodeAnswers.get(m.containerId);
+          Object probe = nodeAnswers.get(m.containerId);
           missing.add(t + " (container " + m.containerId + " on " + m.host + " never registered"
               + (probe == null ? "" : "; " + probe) + ")");
         }

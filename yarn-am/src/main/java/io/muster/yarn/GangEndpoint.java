@@ -86,6 +86,7 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
       return;
     }
     TaskId task = taskOf(request.getTask());
+    attempt.heard(task);
     HeartbeatResponse.Builder reply = HeartbeatResponse.newBuilder();
     if (attempt.abortReason().isPresent()) {
       reply.setAction(HeartbeatResponse.Action.ABORT).setReason(attempt.abortReason().get());

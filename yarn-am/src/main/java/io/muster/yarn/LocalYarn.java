@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -118,6 +119,9 @@ public final class LocalYarn implements AutoCloseable {
     // while its NodeManagers wait for a lost ResourceManager as long as a real cluster's do
     conf.setLong(YarnConfiguration.NM_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS,
         YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_MAX_WAIT_MS);
+    // The scheduler reports its configured maximum allocation for this long after it starts, then the
+    // smaller of that and its largest node's: the figures a refused request is given stay the same.
+    conf.setLong(YarnConfiguration.RM_WORK_PRESERVING_RECOVERY_SCHEDULING_WAIT_MS, Duration.ofDays(365).toMillis());
     // stopping takes about a second instead of 17
     conf.setLong("yarn.nodemanager.sleep-delay-before-sigkill.ms", 100);
     conf.setLong("yarn.nodemanager.process-kill-wait.ms", 100);

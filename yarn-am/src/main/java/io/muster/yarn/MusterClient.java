@@ -148,9 +148,10 @@ public final class MusterClient implements AutoCloseable {
           + " vcore" + (r.vcores() == 1 ? "" : "s");
       String option = " (--" + type.jobName() + "-memory, --" + type.jobName() + "-vcores)";
       if (r.memoryMb() > maximum.getMemorySize() || r.vcores() > maximum.getVirtualCores()) {
+        // the scheduler's maximum is its configured one, or, once it has run a while, its largest node's where smaller
         throw new IllegalStateException(asked + ", more than the cluster's largest container (" + maximum.getMemorySize()
-            + " MB, " + maximum.getVirtualCores() + " vcores: yarn.scheduler.maximum-allocation-mb and -vcores); ask "
-            + "for less" + option);
+            + " MB, " + maximum.getVirtualCores() + " vcores: yarn.scheduler.maximum-allocation-mb and -vcores, or its "
+            + "largest node's where smaller); ask for less" + option);
       }
       if (r.memoryMb() > nodeMb || r.vcores() > nodeVcores) {
         throw new IllegalStateException(asked + ", more than any of the " + eligible.size() + " running nodes"
@@ -220,7 +221,9 @@ public final class MusterClient implements AutoCloseable {
       return Optional.of("attempt " + status.get("attempt") + ": " + byType.entrySet().stream()
           .map(e -> e.getKey() + " " + e.getValue().entrySet().stream().map(s -> s.getValue() + " " + s.getKey())
               .collect(Collectors.joining(", ")))
-          .collect(Collectors.joining("; ")));
+          .collect(Collectors.joining("; "))
+          + (status.get("lost_nodes") instanceof Map<?, ?> lost && !lost.isEmpty()
+              ? " (lost nodes: " + String.join(", ", (java.util.Set<String>) lost.keySet()) + ")" : ""));
     } catch (IOException | RuntimeException e) {
       return Optional.empty(); // the page is not up yet, or the master is gone
     } catch (InterruptedException e) {

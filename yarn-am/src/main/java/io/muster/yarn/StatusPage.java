@@ -77,6 +77,12 @@ final class StatusPage implements AutoCloseable {
     if (diagnostics != null && !diagnostics.toString().isEmpty()) {
       page.append("<pre id=\"diagnostics\">").append(escape(diagnostics)).append("</pre>");
     }
+    if (status.get("lost_nodes") instanceof Map<?, ?> lost && !lost.isEmpty()) {
+      page.append("<p>nodes left out of the next attempts:</p><ul id=\"lost-nodes\">");
+      lost.forEach((node, why) -> page.append("<li><b>").append(escape(node)).append("</b>: ").append(escape(why))
+          .append("</li>"));
+      page.append("</ul>");
+    }
     page.append("<table id=\"tasks\"><tr><th>task</th><th>host</th><th>container</th><th>state</th><th>exit code</th>"
         + "<th>allocated</th><th>registered</th><th>exited</th><th>TF_CONFIG</th></tr>");
     for (Map<String, Object> task : (List<Map<String, Object>>) status.get("tasks")) {

@@ -1,5 +1,6 @@
 package io.muster.yarn;
 
+import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
@@ -48,7 +49,8 @@ import org.slf4j.LoggerFactory;
  * variables, its output in the container's {@code stdout} and {@code stderr}. It heartbeats every
  * second; the master answers whether to go on, end (an untracked task whose job is done) or abort
  * (the attempt failed). An executor that cannot reach its master for {@link #MASTER_LOST} ends its
- * command and exits, so no command outlives its job.
+ * command and exits, so no command outlives its job; so does one the master no longer counts in its
+ * attempt (it was cut off, and the master timed it out and went on).
  *
  * <p>Arguments: {@code MASTER_HOST:PORT JOB INDEX ATTEMPT}; the job from {@value ApplicationMaster#JOB_ENV},
  * the token from the container's credentials.
@@ -175,6 +177,13 @@ public final class TaskExecutor {
       } catch (InterruptedException e) {
         return;
       } catch (StatusRuntimeException e) {
+        if (e.getStatus().getCode() == Status.Code.FAILED_PRECONDITION) {
+          // the master has moved on: this executor was cut off, and the master ended its attempt meanwhile
+          log.error("{}: the master ended this attempt ({}); ending the command", task, e.getStatus().getDescription());
+          endedBy.set(HeartbeatResponse.Action.ABORT);
+          process.close();
+          return;
+        }
         if (Instant.now().isAfter(lastAnswer.plus(MASTER_LOST))) {
           log.error("{}: lost the ApplicationMaster ({} without an answer: {}); ending the command", task,
               MASTER_LOST, e.getStatus());

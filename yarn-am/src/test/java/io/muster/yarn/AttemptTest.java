@@ -1,9 +1,9 @@
 package io.muster.yarn;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
@@ -30,7 +30,7 @@ class AttemptTest {
     Attempt attempt = twoWorkers();
     attempt.containerCompleted("c2", ContainerExitStatus.PREEMPTED, "preempted by the scheduler");
     assertEquals(new EndOfJob.Failed(new TaskId("worker", 1), ContainerExitStatus.PREEMPTED), attempt.verdict());
-    assertTrue(attempt.lostToCluster());
+    assertEquals(Optional.of("YARN took the container away"), attempt.lostToCluster());
     assertEquals("worker 1 on h2 (container c2) exited with code -102; the last 1 lines of its stderr:\n"
         + "  the container ended (YARN exit status -102): preempted by the scheduler", attempt.failureReport());
   }
@@ -41,8 +41,39 @@ class AttemptTest {
     attempt.exited(new TaskId("worker", 0), 2, List.of("Traceback", "ValueError: bad input"));
     attempt.containerCompleted("c1", 1, "");
     attempt.containerCompleted("c2", ContainerExitStatus.ABORTED, "released by the master");
-    assertFalse(attempt.lostToCluster(), "the failure was the command's; the release came after it");
+    assertEquals(Optional.empty(), attempt.lostToCluster(), "the failure was the command's; the release came after it");
     assertEquals(new EndOfJob.Failed(new TaskId("worker", 0), 2), attempt.verdict());
     assertTrue(attempt.allContainersDone());
+  }
+
+  @Test
+  void anExecutorIsSilentOnlyWhileItsCommandRunsInAFormedGang() throws Exception {
+    Attempt attempt = twoWorkers();
+    TaskId worker0 = new TaskId("worker", 0);
+    TaskId worker1 = new TaskId("worker", 1);
+    Duration limit = Duration.ofMillis(500);
+    attempt.register(worker0, HostPort.parse("h1:1"));
+    Thread.sleep(600);
+    assertEquals(List.of(), attempt.silentFor(limit), "worker 0 waits for the gang, which is no heartbeat");
+    attempt.register(worker1, HostPort.parse("h2:1"));
+    Thread.sleep(600);
+    attempt.heard(worker0);
+    assertEquals(List.of(worker1), attempt.silentFor(limit).stream().map(Attempt.Silent::task).toList());
+    attempt.exited(worker1, 0, List.of());
+    assertEquals(List.of(), attempt.silentFor(limit), "worker 1 has exited; worker 0 was heard from");
+  }
+
+  @Test
+  void anAttemptAbortedForTheClusterSaysWhyAndAnAbortBeforeItKeepsItsVerdict() {
+    Attempt lost = twoWorkers();
+    lost.abortLostToCluster("worker 1 went silent", "its node went silent");
+    assertEquals(Optional.of("its node went silent"), lost.lostToCluster());
+    assertEquals("worker 1 went silent", lost.failureReport());
+
+    Attempt failed = twoWorkers();
+    failed.abort("worker 0 exited with code 2");
+    failed.abortLostToCluster("worker 1 went silent", "its node went silent");
+    assertEquals(Optional.empty(), failed.lostToCluster(), "the first abort is the attempt's account");
+    assertEquals("worker 0 exited with code 2", failed.failureReport());
   }
 }

@@ -150,6 +150,7 @@ class YarnJobsTest {
     assertEquals(FinalApplicationStatus.SUCCEEDED, followed.get().getFinalApplicationStatus(), progress.toString());
 
     assertEquals("running", status[0].get("state"));
+    assertEquals(Map.of(), status[0].get("lost_nodes"));
     List<Map<String, Object>> tasks = (List<Map<String, Object>>) status[0].get("tasks");
     assertEquals(List.of("chief 0", "worker 0"), tasks.stream().map(t -> t.get("task")).toList());
     for (Map<String, Object> task : tasks) {
@@ -421,12 +422,61 @@ class YarnJobsTest {
     assertEquals("0\n1\n", Files.readString(dir.resolve("attempts-worker-1")));
   }
 
+  /**
+   * Worker 1's executor stops answering (SIGSTOP, as a hung or swapped-out JVM would; its NodeManager
+   * still answers) while its command runs; four seconds later worker 0 fails, as the peer of a task
+   * cut off would. The master takes the silence for the cause: the attempt does not count, and the
+   * whole gang runs again.
+   */
+  @Test
+  void anExecutorThatGoesSilentEndsTheAttemptUncountedAndTheSilentTasksCommandIsStopped() throws Exception {
+    String command = "echo $$ > " + dir + "/pid-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then "
+        + "n=0; while [ ! -f " + dir + "/stopped ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done; "
+        + "if [ \"$MUSTER_TASK_INDEX\" = 0 ]; then sleep 4; echo 'lost my peer' >&2; exit 1; fi; exec sleep 600; fi; "
+        + "exit 0";
+    ApplicationId id = client.submit(job(GangSpec.workers(2), command, 128, 1, Duration.ofMinutes(2)));
+    long worker1 = Pids.read(dir.resolve("pid-0-1"), Duration.ofSeconds(90));
+    ProcessHandle executor = ProcessHandle.of(worker1).orElseThrow();
+    // its command line from /proc: ProcessHandle's stops at 4096 characters, inside the class path
+    while (!Files.readString(Path.of("/proc", Long.toString(executor.pid()), "cmdline"))
+        .contains(TaskExecutor.class.getName())) {
+      executor = executor.parent().orElseThrow(() -> new AssertionError("no TaskExecutor above pid " + worker1));
+    }
+    signal("STOP", executor.pid());
+    try {
+      Files.createFile(dir.resolve("stopped"));
+      ApplicationReport report = client.follow(id, LIMIT, line -> { });
+
+      assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+      String diagnostics = report.getDiagnostics();
+      java.util.regex.Matcher m = java.util.regex.Pattern.compile("succeeded on attempt 2 \\(1 of 1 that count\\); "
+          + "earlier attempts failed:\nattempt 1 of 1 failed: worker 1 on (\\S+) \\(container \\S+\\) went silent: no word "
+          + "from its executor for (\\d+) s; its NodeManager at \\1:\\d+: answers; after it, worker 0 on \\1 \\(container "
+          + "\\S+\\) exited with code 1; the last 1 lines of its stderr:\n  lost my peer \\(an executor went silent; this "
+          + "attempt does not count\\)").matcher(diagnostics);
+      assertTrue(m.matches(), diagnostics);
+      assertTrue(Integer.parseInt(m.group(2)) >= 3, "worker 1 was silent when worker 0 failed: " + diagnostics);
+      assertTrue(Files.exists(dir.resolve("pid-1-0")) && Files.exists(dir.resolve("pid-1-1")), "the gang ran again");
+      Eventually.within(Duration.ofSeconds(30), "the silent worker's command has ended", () -> !Pids.running(worker1));
+    } finally {
+      if (executor.isAlive()) {
+        signal("CONT", executor.pid());
+      }
+    }
+  }
+
+  private static void signal(String signal, long pid) throws Exception {
+    assertEquals(0, new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start().waitFor());
+  }
+
   @Test
   void aGangTheClusterCouldNeverHoldIsRefusedAtSubmissionWithTheFigures() throws Exception {
     Map<YarnJob, String> cases = Map.of(
         job(GangSpec.workers(1), "exit 0", 16384, 1, Duration.ofSeconds(5)),
         "the worker containers ask for 16384 MB and 1 vcore, more than the cluster's largest container (8192 MB, 4 "
-            + "vcores: yarn.scheduler.maximum-allocation-mb and -vcores); ask for less (--worker-memory, --worker-vcores)",
+            + "vcores: yarn.scheduler.maximum-allocation-mb and -vcores, or its largest node's where smaller); ask for less "
+            + "(--worker-memory, --worker-vcores)",
         job(GangSpec.workers(1), "exit 0", 6144, 1, Duration.ofSeconds(5)),
         "the worker containers ask for 6144 MB and 1 vcore, more than any of the 2 running nodes has (the largest: "
             + "4096 MB, 8 vcores); ask for less (--worker-memory, --worker-vcores)",
