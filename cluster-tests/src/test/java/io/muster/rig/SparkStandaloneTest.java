@@ -277,6 +277,56 @@ class SparkStandaloneTest {
     }
   }
 
+  /**
+   * A worker host cut while spark-run's gang runs, with no spare host: the driver hears nothing from
+   * host3's task and fails the gang within seconds (Spark itself would wait for spark.network.timeout);
+   * the re-run finds Spark still counting host3's slot busy, says so, waits spark.muster.slotTimeout
+   * for it, then fails in one line naming every executor. Before the last test; the cut is healed
+   * before the Master's 60 s worker timeout.
+   */
+  @Test
+  @Order(Integer.MAX_VALUE - 1)
+  void aHostCutWhileTheGangRunsFailsItWithinSecondsAndAReRunWithoutTheSlotFailsAtTheSlotTimeout() throws Exception {
+    Host cut = rig.host(3);
+    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.slotTimeout=20s"));
+    args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3",
+        "--max-attempts", "2", "--", "sh", "-c", "echo \"started on $(hostname)\"; sleep 120")));
+    HostProcess run;
+    Duration failedAfter;
+    Duration endedAfter;
+    try (HostProcess p = spark.submit(client, "submit-cut-while-running", null, args)) {
+      run = p;
+      for (String host : List.of("host2", "host3", "host4")) {
+        p.awaitLine(Pattern.compile("started on " + host), JOB, "the command running on " + host);
+      }
+      long cutAt = System.nanoTime();
+      cut.cutLink();
+      try {
+        p.awaitLine(Pattern.compile("attempt 1 of 2 failed: .*re-running the gang"), Duration.ofMinutes(2),
+            "attempt 1's failure");
+        failedAfter = Duration.ofNanos(System.nanoTime() - cutAt);
+        assertEquals(1, p.waitFor(Duration.ofMinutes(2)), p.tail());
+        endedAfter = Duration.ofNanos(System.nanoTime() - cutAt);
+      } finally {
+        cut.healLink();
+      }
+    }
+    System.out.println("cut -> attempt 1 failed: " + failedAfter.toMillis() + " ms; -> the run failed: "
+        + endedAfter.toMillis() + " ms");
+    String err = String.join("\n", run.stderr());
+    assertTrue(Pattern.compile("attempt 1 of 2 failed: .*worker \\d on host3 \\(198\\.18\\.\\d+\\.\\d+\\) went silent: no word "
+        + "from its task for 10 s \\(its host is down or cut off from the driver\\)").matcher(err).find(), run.tail());
+    assertTrue(Pattern.compile("attempt 2 of 2: the gang needs 3 free task slots at once, 2 are free \\(executors: .*"
+        + "host3:\\d+ not answering \\(no answer within 2000 ms\\).*\\); waiting up to 20 s for them").matcher(err).find(),
+        run.tail());
+    String failure = last(run.stderr());
+    assertTrue(Pattern.compile("muster spark-run: training failed on attempt 2 of 2: the gang needs 3 free task slots "
+        + "at once, and 2 were free after 20 s \\(spark\\.muster\\.slotTimeout\\): executors: .*host3:\\d+ not answering "
+        + "\\(no answer within 2000 ms\\)").matcher(failure).find(), failure);
+    // hang guards, not speed targets: Spark's own detection takes spark.network.timeout (120 s)
+    assertTrue(failedAfter.compareTo(Duration.ofSeconds(30)) < 0, "attempt 1 failed " + failedAfter + " after the cut");
+  }
+
   /** Runs last: the cut host's Worker may be dropped by the Master while it is cut. */
   @Test
   @Order(Integer.MAX_VALUE)

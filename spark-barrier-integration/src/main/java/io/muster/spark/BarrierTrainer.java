@@ -64,6 +64,11 @@ public final class BarrierTrainer {
   static final long MAX_BARRIER_SYNC_SECONDS = 3600;
   /** Spark setting: how long a gang run may take to form, from its job's submission (default 10min). */
   public static final String GANG_TIMEOUT = "spark.muster.gangTimeout";
+  /**
+   * Spark setting: how long a re-run of the gang waits for task slots free for the whole gang at
+   * once (default 2min, and at most the gang timeout); then the job fails, naming every executor.
+   */
+  public static final String SLOT_TIMEOUT = "spark.muster.slotTimeout";
   /** Spark setting: where the tasks exchange their addresses, {@code driver} (default) or Spark's {@code allGather}. */
   public static final String RENDEZVOUS = "spark.muster.rendezvous";
   static final String NOT_RETRIED = "the train function's own failure, which a re-run would repeat; "
@@ -146,7 +151,7 @@ public final class BarrierTrainer {
     JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
     return withRetries(attempt -> {
       JobToken token = newToken();
-      return inRendezvous(jsc.sc(), token, rendezvous -> {
+      return inRendezvous(jsc.sc(), token, attempt, rendezvous -> {
         CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, token, host, coordination, rendezvous);
         @SuppressWarnings("unchecked")
         ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
@@ -190,6 +195,9 @@ public final class BarrierTrainer {
     for (int attempt = 0; ; attempt++) {
       try {
         return run.apply(attempt);
+      } catch (GangStartWatch.SlotsNotFreeException e) { // a re-run would wait for them again
+        throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts + ": "
+            + e.getMessage(), e);
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
@@ -212,7 +220,7 @@ public final class BarrierTrainer {
     SparkConf conf = shards.context().getConf();
     Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
     try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang)) {
-      return inRendezvous(shards.context(), token, rendezvous -> {
+      return inRendezvous(shards.context(), token, attempt, rendezvous -> {
         CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), rendezvous, attempt,
             gpusPerWorker);
         ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
@@ -228,7 +236,7 @@ public final class BarrierTrainer {
     SparkConf conf = shards.context().getConf();
     try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(bindHost(conf), driverHost(conf), token,
         ProgressLink::toLog)) {
-      return inRendezvous(shards.context(), token, rendezvous -> {
+      return inRendezvous(shards.context(), token, attempt, rendezvous -> {
         BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
             progress.address(), rendezvous, attempt, gpusPerWorker);
         @SuppressWarnings("unchecked")
@@ -247,14 +255,23 @@ public final class BarrierTrainer {
    * Runs one gang run's barrier job with the {@link GangRendezvous} its tasks join on the driver,
    * which must form within the gang timeout ({@link GangNotFormedException} when it does not); with
    * {@value #RENDEZVOUS}{@code =allGather}, they exchange addresses by Spark's {@code allGather}
-   * instead, within {@code spark.barrier.sync.timeout}.
+   * instead, within {@code spark.barrier.sync.timeout}. A re-run ({@code attempt} above 0) first
+   * waits for task slots free for the whole gang: Spark holds a slot for a task it has not heard
+   * from for {@code spark.network.timeout}, and a barrier stage submitted without enough free slots
+   * waits for them for ever.
    */
-  private <R> R inRendezvous(SparkContext sc, JobToken token, Function<BarrierTasks.Rendezvous, R> job) {
+  private <R> R inRendezvous(SparkContext sc, JobToken token, int attempt, Function<BarrierTasks.Rendezvous, R> job) {
     SparkConf conf = sc.getConf();
+    Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
+    if (attempt > 0) {
+      Duration slots = Duration.ofMillis(conf.getTimeAsMs(SLOT_TIMEOUT, "2min"));
+      GangStartWatch.awaitFreeSlots(sc, gang.size(), "attempt " + (attempt + 1) + " of " + maxAttempts,
+          slots.compareTo(timeout) <= 0 ? slots : timeout, slots.compareTo(timeout) <= 0 ? SLOT_TIMEOUT
+              : "the gang timeout");
+    }
     if (!rendezvousOnDriver(conf)) {
       return job.apply(BarrierTasks.Rendezvous.allGather());
     }
-    Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
     long deadline = System.nanoTime() + timeout.toNanos();
     return GangStartWatch.around(sc, gang, watch -> {
       try (GangRendezvous rendezvous = GangRendezvous.start(bindHost(conf), driverHost(conf), token, gang, timeout,
@@ -335,9 +352,11 @@ public final class BarrierTrainer {
   /** The pre-flight checks, on the driver, before any task starts. */
   static void checkApplication(SparkConf conf, int gangSize, int gpusPerWorker) {
     warnings(conf).forEach(log::warn);
-    if (conf.contains(GANG_TIMEOUT) && conf.getTimeAsMs(GANG_TIMEOUT, "10min") <= 0) {
-      throw new IllegalArgumentException(GANG_TIMEOUT + " must be a positive duration such as 90s or 10min; was '"
-          + conf.get(GANG_TIMEOUT) + "'");
+    for (String key : List.of(GANG_TIMEOUT, SLOT_TIMEOUT)) {
+      if (conf.contains(key) && conf.getTimeAsMs(key, "10min") <= 0) {
+        throw new IllegalArgumentException(key + " must be a positive duration such as 90s or 10min; was '"
+            + conf.get(key) + "'");
+      }
     }
     if (gpusPerWorker > 0) {
       double perTask = conf.getDouble("spark.task.resource.gpu.amount", 0);

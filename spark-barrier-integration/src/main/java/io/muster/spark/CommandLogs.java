@@ -9,13 +9,18 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.Writer;
+import java.net.InetAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -36,6 +41,12 @@ import org.slf4j.LoggerFactory;
  * fails with the first task's story and the same verdict on a retry. Multi-line texts travel with
  * their line breaks escaped. Output streaming is best effort (a task that cannot reach the driver
  * logs the lines in its executor's log); an untracked task cannot run without the link.
+ *
+ * <p>Each end sends {@code BEAT} every {@link #BEAT_EVERY}: a host that loses power or its link
+ * resets nothing, and its connections stay open while nothing arrives. A task the driver has not
+ * heard from for {@link #SILENT} fails the gang (retryable: the cluster's failure), and a task that
+ * has not heard from the driver for {@link #DRIVER_SILENT} ends its command as for a failed gang.
+ * An end that was itself paused (a long GC) does not judge the silence it slept through.
  */
 final class CommandLogs {
   static final Logger log = LoggerFactory.getLogger(CommandLogs.class);
@@ -44,6 +55,12 @@ final class CommandLogs {
   private static final String FAILED = "FAILED";
   private static final String OWN = "own";
   private static final String RETRYABLE = "retryable";
+  private static final String BEAT = "BEAT";
+  static final Duration BEAT_EVERY = Duration.ofSeconds(1);
+  /** How long the driver waits for a word from a task before it takes the task's host for lost. */
+  static final Duration SILENT = Duration.ofSeconds(10);
+  /** Longer than {@link #SILENT}: the driver, which sees every task, is the one to name the lost host. */
+  static final Duration DRIVER_SILENT = Duration.ofSeconds(15);
 
   private CommandLogs() {}
 
@@ -73,6 +90,27 @@ final class CommandLogs {
     return text.toString();
   }
 
+  /** A daemon thread running {@code beat} every {@link #BEAT_EVERY}, told how long since its last run. */
+  private static ScheduledExecutorService beating(String name, Consumer<Duration> beat) {
+    ScheduledExecutorService beats = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, name);
+      t.setDaemon(true);
+      return t;
+    });
+    long[] last = {System.nanoTime()};
+    beats.scheduleWithFixedDelay(() -> {
+      long now = System.nanoTime();
+      beat.accept(Duration.ofNanos(now - last[0]));
+      last[0] = now;
+    }, BEAT_EVERY.toMillis(), BEAT_EVERY.toMillis(), TimeUnit.MILLISECONDS);
+    return beats;
+  }
+
+  /** Whether a beat {@code sinceLastBeat} after the previous one means this JVM itself was paused. */
+  private static boolean paused(Duration sinceLastBeat) {
+    return sinceLastBeat.compareTo(BEAT_EVERY.multipliedBy(3)) > 0;
+  }
+
   /** The default sink on the driver: {@code [worker 2] text} at INFO. */
   static void toLog(CommandLine line) {
     log.info("[{}] {}", line.task(), line.text());
@@ -91,6 +129,12 @@ final class CommandLogs {
     private final Set<TaskId> exitReported = new HashSet<>();
     /** Why the gang failed, once it has; guarded by {@code this}. */
     private GangFailed gangFailure;
+    /** When each connected task last sent anything, and from where. */
+    private final Map<TaskId, Long> lastHeard = new ConcurrentHashMap<>();
+    private final Map<TaskId, Socket> connections = new ConcurrentHashMap<>();
+    /** Tasks taken for lost; their connections are closed, so that the driver does not wait on them. */
+    private final Set<TaskId> silent = ConcurrentHashMap.newKeySet();
+    private ScheduledExecutorService beats;
 
     private Receiver(JobToken token, Consumer<CommandLine> sink, GangSpec gang) {
       this.token = token;
@@ -103,6 +147,7 @@ final class CommandLogs {
       Receiver receiver = new Receiver(token, sink, gang);
       receiver.listener = DriverListener.start(bindHost, advertisedHost, "muster-command-logs", "the commands' logs",
           receiver::read);
+      receiver.beats = beating("muster-command-logs-beat", receiver::beat);
       return receiver;
     }
 
@@ -120,11 +165,14 @@ final class CommandLogs {
         }
         BufferedReader in = presented.get().in();
         task = parseTask(presented.get().taskName());
+        connections.put(task, connection);
+        lastHeard.put(task, System.nanoTime());
         register(task, DriverListener.writer(connection));
         String line;
         while ((line = in.readLine()) != null) {
+          lastHeard.put(task, System.nanoTime());
           String[] parts = line.split("\t", 3);
-          if (parts.length != 3) {
+          if (parts.length != 3 || parts[1].equals(BEAT)) {
             continue;
           }
           if (parts[1].equals(EXIT)) {
@@ -135,10 +183,42 @@ final class CommandLogs {
           }
         }
       } catch (IOException | IllegalArgumentException e) {
-        log.warn("a command log connection from {} broke: {}", connection.getRemoteSocketAddress(), e.toString());
+        if (task == null || !silent.contains(task)) {
+          log.warn("a command log connection from {} broke: {}", connection.getRemoteSocketAddress(), e.toString());
+        }
       } finally {
         if (task != null) {
           linkClosed(task);
+        }
+      }
+    }
+
+    /** Tells every connected task the driver is alive, and fails the gang for a task that has gone silent. */
+    private synchronized void beat(Duration sinceLastBeat) {
+      long now = System.nanoTime();
+      if (paused(sinceLastBeat)) { // the driver itself did not run: what arrived meanwhile is unread
+        lastHeard.replaceAll((task, heard) -> now);
+      }
+      tasks.forEach((task, out) -> send(task, out, BEAT));
+      if (!(endOfJob.verdict() instanceof EndOfJob.Running)) {
+        return;
+      }
+      for (Map.Entry<TaskId, Long> heard : lastHeard.entrySet()) {
+        Duration silence = Duration.ofNanos(now - heard.getValue());
+        TaskId task = heard.getKey();
+        if (silence.compareTo(SILENT) >= 0 && tasks.containsKey(task) && !exitReported.contains(task)) {
+          Socket connection = connections.get(task);
+          InetAddress host = connection.getInetAddress();
+          gangFailed(new GangFailed(task + " on " + host.getHostName() + " (" + host.getHostAddress() + ") went silent: "
+              + "no word from its task for " + SILENT.toSeconds() + " s (its host is down or cut off from the driver)",
+              false));
+          silent.add(task);
+          try {
+            connection.close(); // its reader ends: nothing more will come
+          } catch (IOException ignored) {
+            // closing
+          }
+          return;
         }
       }
     }
@@ -163,6 +243,8 @@ final class CommandLogs {
     /** A task's link closed: before its command's exit was reported, the task failed (or was killed). */
     private synchronized void linkClosed(TaskId task) {
       tasks.remove(task);
+      lastHeard.remove(task);
+      connections.remove(task);
       if (!exitReported.contains(task) && endOfJob.verdict() instanceof EndOfJob.Running) {
         gangFailed(new GangFailed(task + "'s task ended before its command's exit was reported (the task failed or "
             + "was killed)", false));
@@ -224,6 +306,7 @@ final class CommandLogs {
     /** Stops listening, then lets each connection deliver what its task sent before it finished. */
     @Override
     public void close() {
+      beats.shutdownNow();
       listener.close();
     }
   }
@@ -237,6 +320,8 @@ final class CommandLogs {
     private Runnable onEnd;
     private GangFailed gangFailure;
     private Consumer<GangFailed> onGangFailure;
+    private volatile long lastFromDriver = System.nanoTime();
+    private ScheduledExecutorService beats;
 
     private Sender(TaskId task) {
       this.task = task;
@@ -254,6 +339,8 @@ final class CommandLogs {
             + task.index());
         listener.setDaemon(true);
         listener.start();
+        sender.beats = beating("muster-driver-link-beat-" + task.job() + "-" + task.index(),
+            since -> sender.beat(since, address));
       } catch (IOException e) {
         log.warn("{}: cannot stream the command's output to the driver at {} ({}); it goes to this executor's log",
             task, address, e.toString());
@@ -290,22 +377,49 @@ final class CommandLogs {
       action.accept(failure);
     }
 
+    /** Tells the driver this task is alive; takes a driver silent for {@link #DRIVER_SILENT} for a failed gang. */
+    private void beat(Duration sinceLastBeat, String driver) {
+      long now = System.nanoTime();
+      if (paused(sinceLastBeat)) {
+        lastFromDriver = now;
+      }
+      boolean linked;
+      synchronized (this) {
+        linked = send(BEAT, "");
+      }
+      Duration silence = Duration.ofNanos(now - lastFromDriver);
+      if (linked && silence.compareTo(DRIVER_SILENT) >= 0) {
+        log.error("{}: no word from the driver at {} for {} s; ending the command", task, driver,
+            DRIVER_SILENT.toSeconds());
+        gangFailed(new GangFailed("the driver at " + driver + " went silent: no word for " + DRIVER_SILENT.toSeconds()
+            + " s (this host or the driver's is down or cut off)", false));
+        beats.shutdown();
+      }
+    }
+
+    private void gangFailed(GangFailed failure) {
+      Consumer<GangFailed> action;
+      synchronized (this) {
+        if (gangFailure != null) {
+          return;
+        }
+        gangFailure = failure;
+        action = onGangFailure;
+      }
+      if (action != null) {
+        action.accept(failure);
+      }
+    }
+
     private void listen(Socket socket) {
       try {
         BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
+          lastFromDriver = System.nanoTime();
           String[] parts = line.split("\t", 3);
           if (parts.length == 3 && parts[0].equals(FAILED)) {
-            GangFailed failure = new GangFailed(unescape(parts[2]), parts[1].equals(OWN));
-            Consumer<GangFailed> action;
-            synchronized (this) {
-              gangFailure = failure;
-              action = onGangFailure;
-            }
-            if (action != null) {
-              action.accept(failure);
-            }
+            gangFailed(new GangFailed(unescape(parts[2]), parts[1].equals(OWN)));
           } else if (line.equals(END)) {
             Runnable action;
             synchronized (this) {
@@ -352,6 +466,9 @@ final class CommandLogs {
 
     @Override
     public synchronized void close() {
+      if (beats != null) {
+        beats.shutdownNow();
+      }
       if (socket != null) {
         try {
           socket.close();

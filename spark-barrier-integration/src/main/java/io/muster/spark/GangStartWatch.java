@@ -89,6 +89,61 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     }
   }
 
+  /**
+   * Waits, for {@code limit} at most, until the application has task slots free for the whole gang
+   * at once: its executors' slots less the tasks the scheduler counts running on them (a task on a
+   * host cut off holds its slot until Spark declares the executor lost).
+   *
+   * @param attempt the gang run, in words, for the progress line
+   * @param setting what sets {@code limit}, for the failure
+   * @throws SlotsNotFreeException when they are not free by then, naming every executor
+   */
+  static void awaitFreeSlots(SparkContext sc, int gangSize, String attempt, Duration limit, String setting) {
+    int free = freeSlots(sc);
+    if (free >= gangSize) {
+      return;
+    }
+    log.warn("{}: the gang needs {} free task slots at once, {} are free (executors: {}); waiting up to {} s for them",
+        attempt, gangSize, free, describe(sc, executors(sc)), limit.toSeconds());
+    long deadline = System.nanoTime() + limit.toNanos();
+    try {
+      while (free < gangSize && System.nanoTime() < deadline) {
+        Thread.sleep(SLOTS_POLL.toMillis());
+        free = freeSlots(sc);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new SlotsNotFreeException("interrupted while waiting for " + gangSize + " free task slots");
+    }
+    if (free < gangSize) {
+      throw new SlotsNotFreeException("the gang needs " + gangSize + " free task slots at once, and " + free + " were "
+          + "free after " + limit.toSeconds() + " s (" + setting + "): executors: " + describe(sc, executors(sc)));
+    }
+    log.info("{}: {} task slots are free; starting the gang", attempt, free);
+  }
+
+  /** Task slots free for a barrier stage now; unbounded where Spark's (package-private in Scala) API moved. */
+  private static int freeSlots(SparkContext sc) {
+    try {
+      int running = 0;
+      for (Object tasks : CollectionConverters.asJava(((TaskSchedulerImpl) sc.taskScheduler())
+          .runningTasksByExecutors()).values()) {
+        running += (Integer) tasks;
+      }
+      return sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()) - running;
+    } catch (LinkageError | RuntimeException e) {
+      log.debug("cannot count the application's free task slots; submitting the gang without waiting for them", e);
+      return Integer.MAX_VALUE;
+    }
+  }
+
+  /** Too few task slots came free for a re-run of the gang: a wait a further re-run would repeat. */
+  static final class SlotsNotFreeException extends IllegalStateException {
+    SlotsNotFreeException(String message) {
+      super(message);
+    }
+  }
+
   @Override
   public void onJobStart(SparkListenerJobStart jobStart) {
     if (run.equals(jobStart.properties() == null ? null : jobStart.properties().getProperty(RUN))) {
@@ -113,7 +168,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
 
   /** What the driver knows of the members that have not joined, in words. */
   String explainMissing(List<Integer> members) {
-    List<SparkExecutorInfo> executors = Arrays.asList(sc.statusTracker().getExecutorInfos());
+    List<SparkExecutorInfo> executors = executors(sc);
     List<String> parts = new ArrayList<>();
     List<String> notStarted = new ArrayList<>();
     long now = System.currentTimeMillis();
@@ -129,17 +184,21 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     if (!notStarted.isEmpty()) {
       parts.add(String.join(", ", notStarted) + (notStarted.size() == 1 ? " was" : " were") + " not started by Spark, "
           + "which starts a barrier stage only when it has " + gang.size() + " free task slots at once (executors: "
-          + describe(executors) + ")");
+          + describe(sc, executors) + ")");
     }
     return String.join("; ", parts);
   }
 
+  private static List<SparkExecutorInfo> executors(SparkContext sc) {
+    return Arrays.asList(sc.statusTracker().getExecutorInfos());
+  }
+
   /** Each executor with its running tasks, or what it answered when it does not answer; the driver left out. */
-  private String describe(List<SparkExecutorInfo> executors) {
+  private static String describe(SparkContext sc, List<SparkExecutorInfo> executors) {
     BlockManagerId driver = SparkEnv.get().blockManager().blockManagerId();
     List<SparkExecutorInfo> listed = executors.size() == 1 ? executors : executors.stream()
         .filter(e -> !(e.host().equals(driver.host()) && e.port() == driver.port())).toList();
-    Map<String, Integer> running = runningTasks();
+    Map<String, Integer> running = runningTasks(sc);
     ExecutorService probes = Executors.newFixedThreadPool(Math.min(MAX_PROBES, Math.max(1, listed.size())));
     try {
       List<Future<String>> described = listed.stream().map(e -> probes.submit(() -> {
@@ -170,7 +229,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
    * heartbeat: an executor that started a task a moment after its last write shows it idle for
    * seconds. Empty where Spark's (package-private in Scala) scheduler API moved.
    */
-  private Map<String, Integer> runningTasks() {
+  private static Map<String, Integer> runningTasks(SparkContext sc) {
     try {
       Map<String, Object> byExecutor = CollectionConverters.asJava(
           ((TaskSchedulerImpl) sc.taskScheduler()).runningTasksByExecutors());

@@ -231,16 +231,15 @@ class BarrierTrainerTest {
 
   private static final java.util.Map<String, Long> TASK_IDS = new java.util.concurrent.ConcurrentHashMap<>();
 
-  @Test
-  void aGangSparkCannotStartFailsAtItsTimeoutNamingTheMembersAndTheSlots() throws Exception {
-    // Another job holds one of the four slots, so a barrier stage of four never starts.
+  /** Another job of the application holding one of the four slots until closed. */
+  private AutoCloseable holdOneSlot() throws InterruptedException {
     java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(1);
     Thread holder = new Thread(() -> {
       spark.setJobGroup("muster-test-holder", "holds a slot", true);
       try {
         spark.parallelize(List.of(1), 1).foreach(x -> Thread.sleep(60_000));
       } catch (RuntimeException cancelled) {
-        // the test's cancel below
+        // the cancel below
       }
     });
     org.apache.spark.scheduler.SparkListener started = new org.apache.spark.scheduler.SparkListener() {
@@ -251,8 +250,18 @@ class BarrierTrainerTest {
     };
     spark.sc().addSparkListener(started);
     holder.start();
-    try {
-      assertTrue(holding.await(30, java.util.concurrent.TimeUnit.SECONDS), "the holding job started");
+    assertTrue(holding.await(30, java.util.concurrent.TimeUnit.SECONDS), "the holding job started");
+    return () -> {
+      spark.cancelJobGroup("muster-test-holder");
+      holder.join(30_000);
+      spark.sc().removeSparkListener(started);
+    };
+  }
+
+  @Test
+  void aGangSparkCannotStartFailsAtItsTimeoutNamingTheMembersAndTheSlots() throws Exception {
+    // Another job holds one of the four slots, so a barrier stage of four never starts.
+    try (AutoCloseable held = holdOneSlot()) {
       BarrierTrainer gang = BarrierTrainer.builder().numWorkers(4).maxAttempts(1)
           .gangTimeout(java.time.Duration.ofSeconds(2)).build();
       IllegalStateException failed = assertThrows(IllegalStateException.class,
@@ -261,10 +270,6 @@ class BarrierTrainerTest {
           + "(the gang timeout): worker 0, worker 1, worker 2, worker 3 were not started by Spark, which starts a "
           + "barrier stage only when it has 4 free task slots at once (executors: 127.0.0.1:"), failed.getMessage());
       assertTrue(failed.getMessage().endsWith(" running 1)"), "the holder's task: " + failed.getMessage());
-    } finally {
-      spark.cancelJobGroup("muster-test-holder");
-      holder.join(30_000);
-      spark.sc().removeSparkListener(started);
     }
     Long sum = BarrierTrainer.builder().numWorkers(4).build().fit(spark.parallelize(List.of(1, 2, 3, 4)), ctx -> {
       long[] total = {0};
@@ -273,6 +278,42 @@ class BarrierTrainerTest {
       return total[0];
     });
     assertEquals(10L, sum, "the slots are free again, and a gang forms");
+  }
+
+  /** A re-run waits for slots a task still holds (on a cluster: one on a host cut off), for a bounded time. */
+  @Test
+  void aReRunWaitsForFreeSlotsUntilItsSlotTimeoutThenFailsNamingTheExecutors() throws Exception {
+    try (AutoCloseable held = holdOneSlot()) {
+      GangStartWatch.SlotsNotFreeException e = assertThrows(GangStartWatch.SlotsNotFreeException.class,
+          () -> GangStartWatch.awaitFreeSlots(spark.sc(), 4, "attempt 2 of 2", java.time.Duration.ofSeconds(1),
+              BarrierTrainer.SLOT_TIMEOUT));
+      assertTrue(e.getMessage().matches("the gang needs 4 free task slots at once, and 3 were free after 1 s "
+          + "\\(spark\\.muster\\.slotTimeout\\): executors: 127\\.0\\.0\\.1:\\d+ running 1"), e.getMessage());
+    }
+    // the slot comes free during the wait
+    AutoCloseable held = holdOneSlot();
+    Thread release = new Thread(() -> {
+      try {
+        Thread.sleep(1000);
+        held.close();
+      } catch (Exception ignored) {
+        // the assertion below fails instead
+      }
+    });
+    release.start();
+    long start = System.nanoTime();
+    GangStartWatch.awaitFreeSlots(spark.sc(), 4, "attempt 2 of 2", java.time.Duration.ofSeconds(60),
+        BarrierTrainer.SLOT_TIMEOUT);
+    release.join();
+    // it returned (no SlotsNotFreeException), and only once the holder's slot was free
+    assertTrue(System.nanoTime() - start >= java.time.Duration.ofMillis(900).toNanos(), "it waited for the slot");
+  }
+
+  @Test
+  void aSlotTimeoutThatIsNotAPositiveDurationIsRefused() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> BarrierTrainer.checkApplication(
+        new SparkConf().set("spark.master", "local[4]").set(BarrierTrainer.SLOT_TIMEOUT, "0s"), 2, 0));
+    assertEquals("spark.muster.slotTimeout must be a positive duration such as 90s or 10min; was '0s'", e.getMessage());
   }
 
   @Test

@@ -63,4 +63,40 @@ class CommandLogsTest {
       return heard.get(10, TimeUnit.SECONDS);
     }
   }
+
+  /** A task whose host goes silent (its connection open, nothing arriving): the others hear the gang failed, naming it. */
+  @Test
+  void aTaskSilentForTenSecondsFailsTheGangRetryablyNamingItsHost() throws Exception {
+    JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
+    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, line -> { },
+        GangSpec.workers(2));
+        CommandLogs.Sender alive = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 0));
+        Socket silent = new Socket()) {
+      String[] hostPort = receiver.address().split(":");
+      silent.connect(new java.net.InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1])));
+      silent.getOutputStream().write((token.value() + "\nworker 1\n").getBytes(StandardCharsets.UTF_8));
+      silent.getOutputStream().flush();
+      CompletableFuture<CommandLogs.GangFailed> heard = new CompletableFuture<>();
+      alive.onGangFailure(heard::complete);
+      CommandLogs.GangFailed failed = heard.get(30, TimeUnit.SECONDS);
+      assertEquals(new CommandLogs.GangFailed("worker 1 on localhost (127.0.0.1) went silent: no word from its task for "
+          + "10 s (its host is down or cut off from the driver)", false), failed);
+    }
+  }
+
+  /** The driver's host goes silent: the task ends its command as for a failed gang, saying so. */
+  @Test
+  void aDriverSilentForFifteenSecondsEndsTheTasksCommand() throws Exception {
+    try (java.net.ServerSocket driver = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      String address = "127.0.0.1:" + driver.getLocalPort();
+      try (CommandLogs.Sender sender = CommandLogs.Sender.connect(address, "0123456789abcdef0123456789abcdef",
+          new TaskId("worker", 1));
+          Socket accepted = driver.accept()) { // reads nothing, answers nothing
+        CompletableFuture<CommandLogs.GangFailed> heard = new CompletableFuture<>();
+        sender.onGangFailure(heard::complete);
+        assertEquals(new CommandLogs.GangFailed("the driver at " + address + " went silent: no word for 15 s (this host "
+            + "or the driver's is down or cut off)", false), heard.get(30, TimeUnit.SECONDS));
+      }
+    }
+  }
 }
