@@ -39,15 +39,26 @@ class RuntimeAcrossHostsTest {
     }
   }
 
-  private static String tfConfig(int index) {
-    return "{\"cluster\": {\"worker\": [\"host1:2222\", \"host2:2222\", \"host3:2222\"]}, "
+  /** Worker {@code index} of a job with one worker on each of host1..host{@code hosts}. */
+  private static String tfConfig(int index, int hosts) {
+    List<String> workers = new ArrayList<>();
+    for (int i = 1; i <= hosts; i++) {
+      workers.add("\"host" + i + ":2222\"");
+    }
+    return "{\"cluster\": {\"worker\": [" + String.join(", ", workers) + "]}, "
         + "\"task\": {\"type\": \"worker\", \"index\": " + index + "}}";
   }
 
   private static List<HostProcess> onEachHost(String name, int hosts, List<String> command) {
+    return onEachHost(name, hosts, command, Map.of());
+  }
+
+  private static List<HostProcess> onEachHost(String name, int hosts, List<String> command, Map<String, String> env) {
     List<HostProcess> processes = new ArrayList<>();
     for (int i = 0; i < hosts; i++) {
-      processes.add(rig.host(i + 1).start(name, command, Map.of("TF_CONFIG", tfConfig(i), "MUSTER_JOB_TOKEN", TOKEN)));
+      Map<String, String> all = new java.util.HashMap<>(env);
+      all.putAll(Map.of("TF_CONFIG", tfConfig(i, hosts), "MUSTER_JOB_TOKEN", TOKEN));
+      processes.add(rig.host(i + 1).start(name, command, all));
     }
     return processes;
   }
@@ -79,6 +90,73 @@ class RuntimeAcrossHostsTest {
       workers.forEach(HostProcess::close);
     }
     assertEquals(1, hashes.stream().distinct().count(), "the same weights on every host: " + hashes);
+  }
+
+  /**
+   * A host's link cut silently while the softmax workers train: nothing is reset, streams stall.
+   * Every task, the cut one included, exits 1 soon after the heartbeat timeout (10 s), its error
+   * naming the task that was cut and its host (the cut task names the leader it lost; a cut leader
+   * names the workers it lost), and no cause blames a task that is alive.
+   */
+  @org.junit.jupiter.params.ParameterizedTest(name = "{0} hosts, host{1} cut")
+  @org.junit.jupiter.params.provider.CsvSource({"3, 1", "3, 2", "3, 3", "4, 4"})
+  void aHostCutWhileTheWorkersTrainEndsEveryTaskSoonAfterTheHeartbeatTimeoutNamingTheCutTask(int hosts, int cutHost) {
+    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
+    classpath.addAll(Installed.musterJars());
+    classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
+    List<HostProcess> workers = onEachHost("softmax-cut-" + hosts + "-" + cutHost, hosts,
+        java(classpath, "io.muster.examples.SoftmaxRegression", "--epochs", "100000"), Map.of("MUSTER_LOG_LEVEL", "debug"));
+    Host cut = rig.host(cutHost);
+    long[] exitedAfter = new long[hosts];
+    try {
+      workers.get(0).awaitLine(Pattern.compile("epoch 2: loss"), RUN, "training under way");
+      long cutAt = System.nanoTime();
+      cut.cutLink();
+      long deadline = cutAt + Duration.ofSeconds(60).toNanos();
+      java.util.Arrays.fill(exitedAfter, -1);
+      while (java.util.Arrays.stream(exitedAfter).anyMatch(t -> t < 0) && System.nanoTime() < deadline) {
+        for (int i = 0; i < hosts; i++) {
+          if (exitedAfter[i] < 0 && !workers.get(i).isAlive()) {
+            exitedAfter[i] = (System.nanoTime() - cutAt) / 1_000_000;
+          }
+        }
+        Thread.sleep(20);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    } finally {
+      cut.healLink();
+      workers.forEach(HostProcess::close);
+    }
+    System.out.println(hosts + " hosts, host" + cutHost + " cut: every task out (ms after the cut, by host): "
+        + java.util.Arrays.toString(exitedAfter));
+    String victim = "/job:worker/replica:0/task:" + (cutHost - 1) + " (host" + cutHost + ":2222)";
+    for (int i = 0; i < hosts; i++) {
+      HostProcess worker = workers.get(i);
+      // a hang guard, not a speed target: the figures are in the README
+      assertTrue(exitedAfter[i] >= 0 && exitedAfter[i] < 13_000, "host" + (i + 1) + " out " + exitedAfter[i]
+          + " ms after the cut\n" + worker.tail());
+      assertEquals(1, worker.waitFor(RUN), worker.tail());
+      String failed = worker.stderr().stream().filter(l -> l.startsWith("failed: ")).findFirst().orElse("");
+      String named;
+      if (i + 1 != cutHost) { // alive: names the cut task, or, when the leader was cut, the leader
+        named = cutHost == 1 ? "coordination leader worker 0 at host1:2222" : victim;
+      } else if (cutHost == 1) { // the cut leader: the first of the workers it lost
+        Matcher lost = Pattern.compile("/job:worker/replica:0/task:(\\d) \\(host(\\d):2222\\)").matcher(failed);
+        assertTrue(lost.find() && Integer.parseInt(lost.group(2)) == Integer.parseInt(lost.group(1)) + 1
+            && !lost.group(2).equals("1"), "the cut leader names a worker it lost: " + failed);
+        named = lost.group();
+      } else { // the cut worker: the leader it lost
+        named = "coordination leader worker 0 at host1:2222";
+      }
+      assertTrue(failed.contains(named), "host" + (i + 1) + "'s error names " + named + ": " + failed);
+      for (String line : worker.stderr()) {
+        Matcher blamed = Pattern.compile("worker (\\d+) has died or left the job").matcher(line);
+        assertTrue(!blamed.find() || Integer.parseInt(blamed.group(1)) == cutHost - 1,
+            "host" + (i + 1) + " blames a live task: " + line);
+      }
+    }
   }
 
   @Test

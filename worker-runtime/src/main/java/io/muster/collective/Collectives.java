@@ -534,8 +534,13 @@ public final class Collectives implements AutoCloseable {
 
   /** Fails the group on every rank (reachable ones hear it through the ring); later calls throw {@code reason}. */
   public void abort(String reason) {
+    abort(reason, null);
+  }
+
+  /** {@link #abort(String)}, with what caused it as the cause of what later calls throw. */
+  public void abort(String reason, Throwable cause) {
     if (ring != null) {
-      ring.fail(reason, null);
+      ring.fail(reason, cause);
     }
   }
 

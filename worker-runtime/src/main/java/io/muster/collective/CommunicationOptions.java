@@ -11,7 +11,7 @@ import java.util.Optional;
  * @param implementation AUTO and RING run the ring over TCP; NCCL asked for without a GPU logs a
  *     warning and runs the ring (the NCCL path is not built yet)
  * @param timeout how long a collective may go without receiving any data before it fails
- *     (empty: the coordination heartbeat timeout)
+ *     (empty: the coordination heartbeat timeout plus 2 s, so that the service names a silent task first)
  * @param bytesPerPack gradients are packed into buffers of about this size before all-reduce;
  *     0 packs everything into one buffer
  */

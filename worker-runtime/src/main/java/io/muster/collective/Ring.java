@@ -77,7 +77,10 @@ final class Ring implements AutoCloseable {
   private int openFrame;
   private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
   private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-  private final AtomicReference<String> failure = new AtomicReference<>();
+  /** The first failure: its reason, and what caused it (kept as the cause of every later failure's exception). */
+  private final AtomicReference<Failure> failure = new AtomicReference<>();
+
+  private record Failure(String reason, Throwable cause) {}
   private volatile FailureListener listener;
   /** Told of every failure of this ring, on the thread that failed it: the group fails its other rings with it. */
   private volatile Consumer<String> onFailed = reason -> { };
@@ -215,9 +218,9 @@ final class Ring implements AutoCloseable {
    */
   void onFailed(Consumer<String> action) {
     onFailed = action;
-    String reason = failure.get();
-    if (reason != null) {
-      action.accept(reason);
+    Failure failed = failure.get();
+    if (failed != null) {
+      action.accept(failed.reason());
     }
   }
 
@@ -475,10 +478,13 @@ final class Ring implements AutoCloseable {
     }
   }
 
-  /** The failure for a stream that broke, or the group's earlier failure when that is why. */
+  /**
+   * The failure for a stream that broke, or the group's earlier failure when that is why: then the
+   * break is this rank's own doing (it stopped reading) and blames no one.
+   */
   private CollectiveException broken(IOException e, String doing, TaskId peer) {
     if (failure.get() != null) {
-      return failure(e);
+      return failure();
     }
     return failSeen(doing + " failed: " + cause(e, peer), brokenUnlessInterrupted(e, peer), e);
   }
@@ -535,10 +541,8 @@ final class Ring implements AutoCloseable {
 
   /** Throws if the group has failed. */
   void check() {
-    String reason = failure.get();
-    if (reason != null) {
-      throw new CollectiveException("Collective ops is aborted by: " + reason
-          + "\nThe error could be from a previous operation. Restart your program to reset.", null);
+    if (failure.get() != null) {
+      throw failure();
     }
   }
 
@@ -548,11 +552,11 @@ final class Ring implements AutoCloseable {
    * stream broke, or null.
    */
   CollectiveException failSeen(String reason, TaskId brokenPeer, Throwable cause) {
-    if (failFirst(reason)) {
+    if (failFirst(reason, cause)) {
       firstSeen = new Seen(reason, brokenPeer);
       tell();
     }
-    return failure(cause);
+    return failure();
   }
 
   /**
@@ -560,13 +564,13 @@ final class Ring implements AutoCloseable {
    * frame when the stream is free, and closes both streams.
    */
   CollectiveException fail(String reason, Throwable cause) {
-    failFirst(reason);
-    return failure(cause);
+    failFirst(reason, cause);
+    return failure();
   }
 
   /** Whether this reason was the first. */
-  private boolean failFirst(String reason) {
-    if (!failure.compareAndSet(null, reason)) {
+  private boolean failFirst(String reason, Throwable cause) {
+    if (!failure.compareAndSet(null, new Failure(reason, cause))) {
       return false;
     }
     log.error("collectives failed: {}", reason);
@@ -621,9 +625,11 @@ final class Ring implements AutoCloseable {
     }
   }
 
-  private CollectiveException failure(Throwable cause) {
-    return new CollectiveException("Collective ops is aborted by: " + failure.get()
-        + "\nThe error could be from a previous operation. Restart your program to reset.", cause);
+  /** The group's failure, as every call after it throws it: the first reason, with its cause. */
+  private CollectiveException failure() {
+    Failure first = failure.get();
+    return new CollectiveException("Collective ops is aborted by: " + first.reason()
+        + "\nThe error could be from a previous operation. Restart your program to reset.", first.cause());
   }
 
   boolean failed() {

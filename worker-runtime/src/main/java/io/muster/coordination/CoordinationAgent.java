@@ -65,6 +65,9 @@ public final class CoordinationAgent implements AutoCloseable {
 
   private volatile TaskState state = TaskState.DISCONNECTED;
   private volatile boolean stopping;
+  /** The shutdown call while it waits at the barrier; cancelled when the leader goes silent meanwhile. */
+  private volatile io.grpc.Context.CancellableContext leaving;
+  private volatile String leaderLostWhileLeaving;
   private volatile long leaderIncarnation;
   private volatile long lastHeartbeatOkNanos;
   private volatile io.grpc.Context.CancellableContext pollContext;
@@ -286,12 +289,19 @@ public final class CoordinationAgent implements AutoCloseable {
             + "leader " + leader + " at " + leaderAddress + " has restarted; this job must restart too.", leader, null));
       }
     } catch (StatusRuntimeException e) {
-      if (stopping) {
-        return;
-      }
       Status.Code code = e.getStatus().getCode();
       boolean transientFailure = code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
       long silent = System.nanoTime() - lastHeartbeatOkNanos;
+      if (stopping) {
+        io.grpc.Context.CancellableContext shutdownCall = leaving;
+        if (shutdownCall != null && transientFailure && silent >= options.heartbeatTimeout().toNanos()) {
+          // the leader went silent while this task waits at the shutdown barrier: do not wait out its deadline
+          leaderLostWhileLeaving = "no heartbeat answer for " + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout "
+              + options.heartbeatTimeout() + "): " + leaderUnreachable(e);
+          shutdownCall.cancel(null);
+        }
+        return;
+      }
       if (!transientFailure) {
         setError(Errors.toException(task + " heartbeat refused by the coordination leader " + leader, e));
       } else if (silent >= options.heartbeatTimeout().toNanos()) {
@@ -505,13 +515,24 @@ public final class CoordinationAgent implements AutoCloseable {
       return;
     }
     stopping = true;
+    io.grpc.Context.CancellableContext context = io.grpc.Context.current().withCancellation();
+    leaving = context;
+    io.grpc.Context previous = context.attach();
     try {
       Duration wait = options.shutdownBarrierTimeout().plus(options.heartbeatTimeout());
       call(System.nanoTime() + wait.toNanos(), wait)
           .shutdownTask(ShutdownTaskRequest.newBuilder().setSourceTask(Errors.toProto(task)).build());
     } catch (StatusRuntimeException e) {
+      String lost = leaderLostWhileLeaving;
+      if (lost != null) {
+        throw new CoordinationException(Status.Code.UNAVAILABLE, task + " shutdown: the coordination leader " + leader
+            + " was lost at the shutdown barrier: " + lost, leader, e);
+      }
       throw Errors.toException(task + " shutdown", e);
     } finally {
+      context.detach(previous);
+      leaving = null;
+      context.cancel(null);
       stopBackground();
       state = TaskState.DISCONNECTED;
     }

@@ -40,6 +40,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
 
   static final String SHUTDOWN_BARRIER = "[Shutdown]Wait_for_all_tasks_to_shut_down";
   private static final Logger log = LoggerFactory.getLogger(CoordinationService.class);
+  private static final Duration STALENESS_CHECK = Duration.ofMillis(250);
 
   private final CoordinationOptions options;
   private final long leaderIncarnation = ThreadLocalRandom.current().nextLong();
@@ -100,8 +101,10 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     });
     this.barriers = new Barriers(timer, this, id -> tasks.get(id).describe(),
         id -> Optional.ofNullable(tasks.get(id).lifecycle.error()).map(e -> e.getStatus().getDescription()));
-    Duration period = options.heartbeatTimeout().dividedBy(2).compareTo(Duration.ofSeconds(1)) < 0
-        ? options.heartbeatTimeout().dividedBy(2) : Duration.ofSeconds(1);
+    // TensorFlow checks every second; every 250 ms a task silent for the timeout is declared failed
+    // within a quarter second of it, not a second (its peers' deadline is the timeout plus a second)
+    Duration period = options.heartbeatTimeout().dividedBy(2).compareTo(STALENESS_CHECK) < 0
+        ? options.heartbeatTimeout().dividedBy(2) : STALENESS_CHECK;
     timer.scheduleWithFixedDelay(this::checkHeartbeats, period.toMillis(), period.toMillis(), TimeUnit.MILLISECONDS);
   }
 
@@ -198,9 +201,16 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     if (unrecoverable.isEmpty()) {
       return;
     }
-    String names = unrecoverable.stream().limit(3).map(Task::describe).collect(Collectors.joining("\n"));
-    propagate(unrecoverable.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending heartbeats):\n"
-        + names + "\nThe tasks have crashed. Check the task logs for an earlier error to debug further.", false);
+    // TensorFlow's words, the tasks on the first line: that is the line a failed task prints
+    String names = unrecoverable.stream().limit(3).map(Task::describe).collect(Collectors.joining(", "));
+    propagate(unrecoverable.get(0), Status.Code.UNAVAILABLE, "The following tasks are unhealthy (stopped sending "
+        + "heartbeats for " + inWords(options.heartbeatTimeout()) + "): " + names + "\nThe tasks have crashed or "
+        + "are cut off. Check the task logs for an earlier error to debug further.", false);
+  }
+
+  /** {@code 10 s}, or {@code 500 ms} for a timeout that is not whole seconds. */
+  private static String inWords(Duration d) {
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + " s" : d.toMillis() + " ms";
   }
 
   @Override

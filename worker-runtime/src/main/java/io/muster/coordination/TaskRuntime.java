@@ -76,16 +76,23 @@ public final class TaskRuntime implements AutoCloseable {
 
   /**
    * Stops the agent (without a shutdown call: use {@code agent().shutdown()} first for a clean
-   * exit), the service, the server unless it was handed in, and the channels.
+   * exit), the service, the server unless it was handed in, and the channels. After an error the
+   * server stops at once: its clients may include a task gone silent, which would hold a graceful
+   * stop for seconds.
    */
   @Override
   public void close() {
+    boolean failed = agent.state() == TaskState.ERROR;
     agent.close();
     if (service != null) {
       service.close();
     }
     if (ownsServer) {
-      server.close();
+      if (failed) {
+        server.closeNow();
+      } else {
+        server.close();
+      }
     }
     channels.close();
   }

@@ -83,9 +83,10 @@ public final class ChannelCache implements AutoCloseable {
   public void close() {
     closed = true;
     channels.values().forEach(ManagedChannel::shutdownNow);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1); // cancelled calls end at once; a host cut off is not waited for
     for (ManagedChannel channel : channels.values()) {
       try {
-        channel.awaitTermination(5, TimeUnit.SECONDS);
+        channel.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;

@@ -158,9 +158,22 @@ public final class TaskServer implements AutoCloseable {
   /** Stops accepting calls, lets calls in flight finish for up to 5 s, then cancels the rest. */
   @Override
   public void close() {
+    close(GRACE);
+  }
+
+  /**
+   * Stops at once, cancelling the calls in flight: after the job failed, when a peer may be gone
+   * without a word. (A graceful stop waits for every client to acknowledge it, up to 10 s in
+   * gRPC, and one on a host cut off never does.)
+   */
+  public void closeNow() {
+    close(Duration.ZERO);
+  }
+
+  private void close(Duration grace) {
     server.shutdown();
     try {
-      if (!server.awaitTermination(GRACE.toMillis(), TimeUnit.MILLISECONDS)) {
+      if (!server.awaitTermination(grace.toMillis(), TimeUnit.MILLISECONDS)) {
         server.shutdownNow().awaitTermination(GRACE.toMillis(), TimeUnit.MILLISECONDS);
       }
     } catch (InterruptedException e) {

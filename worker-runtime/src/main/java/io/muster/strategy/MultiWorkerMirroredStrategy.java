@@ -290,7 +290,9 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
         throw new ClusterConfigException("MultiWorkerMirroredStrategy runs on chief and worker tasks; this task is "
             + task + " (a ps or evaluator runs its own server instead)");
       }
-      Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout());
+      // past the heartbeat timeout: a silent peer is the coordination service's to name (it knows which
+      // task stopped), not a watchdog's that sees only its own neighbour's stream stall
+      Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout().plusSeconds(2));
       TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination);
       if (server != null) {
         runtimeBuilder.server(server);
@@ -298,12 +300,12 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
       // A task failure reported by the coordination service aborts the ring, even one reported
       // while the ring is still being set up.
       AtomicReference<Collectives> ring = new AtomicReference<>();
-      AtomicReference<String> failure = new AtomicReference<>();
+      AtomicReference<Exception> failure = new AtomicReference<>();
       runtimeBuilder.onError(e -> {
-        failure.compareAndSet(null, e.getMessage());
+        failure.compareAndSet(null, e);
         Collectives c = ring.get();
         if (c != null) {
-          c.abort(e.getMessage());
+          c.abort(e.getMessage(), e);
         }
       });
       TaskRuntime runtime = runtimeBuilder.start();
@@ -314,7 +316,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
             collectiveTimeout);
         ring.set(collectives);
         if (failure.get() != null) {
-          collectives.abort(failure.get());
+          collectives.abort(failure.get().getMessage(), failure.get());
         }
         log.info("{}: MultiWorkerMirroredStrategy ready, replica {} of {}{}", task, collectives.rank(),
             collectives.size(), Roles.isChief(cluster, task) ? " (chief)" : "");

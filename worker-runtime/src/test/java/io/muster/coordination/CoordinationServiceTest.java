@@ -106,8 +106,9 @@ class CoordinationServiceTest {
       CoordinationException error = cluster.errors(W0).get(0);
       assertEquals(Status.Code.UNAVAILABLE, error.code());
       assertEquals(Optional.of(W2), error.sourceTask());
-      assertTrue(error.getMessage().contains("The following tasks are unhealthy (stopped sending heartbeats):\n"
-          + "/job:worker/replica:0/task:2 (" + cluster.cluster().taskAddress(W2) + ")"), error.getMessage());
+      assertTrue(error.getMessage().contains("The following tasks are unhealthy (stopped sending heartbeats for "
+          + FAST.heartbeatTimeout().toSeconds() + " s): /job:worker/replica:0/task:2 (" + cluster.cluster().taskAddress(W2)
+          + ")\n"), error.getMessage());
       assertEquals(TaskState.ERROR, cluster.worker(0).agent().state());
       assertEquals(1, cluster.errors(W0).size(), "the callback runs once: " + cluster.errors(W0));
       // Once, even when a second failure follows: the leader goes away, worker 1's heartbeats go

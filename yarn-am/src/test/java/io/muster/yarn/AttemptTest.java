@@ -76,4 +76,12 @@ class AttemptTest {
     assertEquals(Optional.empty(), failed.lostToCluster(), "the first abort is the attempt's account");
     assertEquals("worker 0 exited with code 2", failed.failureReport());
   }
+
+  @Test
+  void aContainerReleasedAfterTheAttemptWasAbortedIsNotTheClustersFailure() {
+    Attempt attempt = twoWorkers();
+    attempt.abort("the gang was not formed within the gang timeout");
+    attempt.containerCompleted("c2", ContainerExitStatus.ABORTED, "released by the master");
+    assertEquals(Optional.empty(), attempt.lostToCluster(), "the master released it: the abort is the account");
+  }
 }
