@@ -94,12 +94,60 @@ class KilledTaskTest {
     }
   }
 
+  /**
+   * The leader goes silent (SIGSTOP: no reset, no refusal, as a host cut off) while a worker waits
+   * at the shutdown barrier: the wait ends at the heartbeat timeout, naming the leader, not at the
+   * barrier's deadline (a minute) plus the heartbeat timeout.
+   */
+  @Test
+  void aLeaderSilentWhileAWorkerWaitsAtTheShutdownBarrierEndsTheWaitAtTheHeartbeatTimeout() throws Exception {
+    Duration barrier = Duration.ofMinutes(1);
+    withChildJoined(0, barrier, (child, runtimes, errors, cluster) -> {
+      CompletableFuture<Void> leaving = CompletableFuture.runAsync(() -> runtimes.get(0).agent().shutdown());
+      Thread.sleep(500); // at the barrier: the other tasks never come
+      assertTrue(!leaving.isDone(), "worker 1 waits at the shutdown barrier");
+      long pid = child.process().pid();
+      assertEquals(0, new ProcessBuilder("kill", "-STOP", Long.toString(pid)).start().waitFor());
+      try {
+        ExecutionException failed = assertThrows(ExecutionException.class,
+            () -> leaving.get(barrier.toMillis(), TimeUnit.MILLISECONDS));
+        assertTrue(failed.getCause().getMessage().startsWith("UNAVAILABLE: worker 1 shutdown: the coordination leader "
+            + "worker 0 was lost at the shutdown barrier: no heartbeat answer for "), failed.getCause().getMessage());
+        assertTrue(failed.getCause().getMessage().contains("coordination leader worker 0 at "
+            + cluster.taskAddress(new TaskId("worker", 0))), failed.getCause().getMessage());
+      } finally {
+        new ProcessBuilder("kill", "-CONT", Long.toString(pid)).start().waitFor();
+      }
+    });
+  }
+
   interface Check {
     void verify(List<List<CoordinationException>> errors, ClusterSpec cluster);
   }
 
-  /** Four workers: {@code childIndex} in a child JVM, the other three here. */
+  interface Joined {
+    void run(ChildJvm child, List<TaskRuntime> runtimes, List<List<CoordinationException>> errors, ClusterSpec cluster)
+        throws Exception;
+  }
+
+  /** Four workers joined, {@code childIndex} in a child JVM, then SIGKILL of the child. */
   private void runWithChild(int childIndex, Check check) throws Exception {
+    withChildJoined(childIndex, Duration.ZERO, (child, runtimes, errors, cluster) -> {
+      child.kill();
+      // a hang guard, not a speed claim: how soon the failure arrives is measured by the benchmarks
+      Duration took = Eventually.within(Duration.ofSeconds(60), "the failure reaching all three tasks",
+          () -> errors.stream().noneMatch(List::isEmpty));
+      System.out.println("failure of worker " + childIndex + " reached every task " + took.toMillis() + " ms after SIGKILL");
+      check.verify(errors, cluster);
+    });
+  }
+
+  /**
+   * Four workers, {@code childIndex} in a child JVM and the other three here, once all have joined;
+   * {@code shutdownBarrier} is every task's shutdown barrier timeout (zero: none).
+   */
+  private void withChildJoined(int childIndex, Duration shutdownBarrier, Joined body) throws Exception {
+    CoordinationOptions options = OPTIONS.withShutdownBarrierTimeout(shutdownBarrier);
     Security security = Security.of(LocalCluster.TOKEN);
     List<TaskServer> servers = new ArrayList<>();
     List<String> addresses = new ArrayList<>();
@@ -109,7 +157,8 @@ class KilledTaskTest {
     // Every server, the child's too, is bound (port 0) before the cluster is written down: the
     // child reports its bound address and then reads its TF_CONFIG from standard input.
     try (ChildJvm child = ChildJvm.start("killed-" + childIndex, JoinAndWait.class,
-        List.of(String.valueOf(HEARTBEAT_TIMEOUT.toMillis()), "worker", String.valueOf(childIndex)),
+        List.of(String.valueOf(HEARTBEAT_TIMEOUT.toMillis()), "worker", String.valueOf(childIndex),
+            String.valueOf(shutdownBarrier.toMillis())),
         Map.of(JobToken.ENV, LocalCluster.TOKEN.value()), LOGS)) {
       for (int i = 0; i < 4; i++) {
         if (i == childIndex) {
@@ -128,7 +177,7 @@ class KilledTaskTest {
           List<CoordinationException> taskErrors = new CopyOnWriteArrayList<>();
           errors.add(taskErrors);
           runtimes.add(TaskRuntime.builder(TfConfig.of(cluster, new TaskId("worker", i)), security)
-              .server(servers.get(i)).options(OPTIONS).onError(taskErrors::add).start());
+              .server(servers.get(i)).options(options).onError(taskErrors::add).start());
         }
       }
       List<CompletableFuture<TaskRuntime>> joins = runtimes.stream()
@@ -138,13 +187,7 @@ class KilledTaskTest {
         join.get(30, TimeUnit.SECONDS);
       }
       assertTrue(runtimes.stream().allMatch(r -> r.agent().state() == TaskState.CONNECTED), "all joined");
-
-      child.kill();
-      // a hang guard, not a speed claim: how soon the failure arrives is measured by the benchmarks
-      Duration took = Eventually.within(Duration.ofSeconds(60), "the failure reaching all three tasks",
-          () -> errors.stream().noneMatch(List::isEmpty));
-      System.out.println("failure of worker " + childIndex + " reached every task " + took.toMillis() + " ms after SIGKILL");
-      check.verify(errors, cluster);
+      body.run(child, runtimes, errors, cluster);
     } finally {
       pool.shutdownNow();
       runtimes.forEach(TaskRuntime::close);

@@ -16,14 +16,16 @@ import java.time.Duration;
  * A task in a child JVM. It binds its task server on a free port first and prints
  * {@code BOUND host:port}; then reads its TF_CONFIG (one line of JSON) from standard input, joins
  * the job, prints JOINED, and waits until its standard input closes or two minutes pass.
- * Arguments: the heartbeat timeout in milliseconds, the task's job and index.
+ * Arguments: the heartbeat timeout in milliseconds, the task's job and index, and optionally the
+ * shutdown barrier's timeout in milliseconds (none by default).
  */
 public final class JoinAndWait {
   public static void main(String[] args) throws Exception {
     CoordinationOptions options = CoordinationOptions.DEFAULTS
         .withHeartbeatTimeout(Duration.ofMillis(Long.parseLong(args[0])))
         .withJoinTimeout(Duration.ofSeconds(60))
-        .withProgressInterval(Duration.ofSeconds(1));
+        .withProgressInterval(Duration.ofSeconds(1))
+        .withShutdownBarrierTimeout(Duration.ofMillis(args.length > 3 ? Long.parseLong(args[3]) : 0));
     Security security = Security.fromEnvironment(System.getenv());
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     try (TaskServer server = TaskServer.start(new TaskId(args[1], Integer.parseInt(args[2])),
