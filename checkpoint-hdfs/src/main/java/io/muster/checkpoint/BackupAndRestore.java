@@ -59,7 +59,7 @@ public final class BackupAndRestore implements AutoCloseable {
     this.saveEverySteps = saveEverySteps;
     CheckpointManager.Options one = new CheckpointManager.Options(OptionalInt.of(1), Optional.empty(), "ckpt");
     this.writer = policy.chief()
-        ? new CheckpointManager(this.fs, chiefDir(), WritePolicy.SINGLE_WORKER, one)
+        ? new CheckpointManager(this.fs, chiefDir(), new WritePolicy(true, 0, policy.writer()), one)
         : new CheckpointManager(this.fs, this.backupDir, policy, one);
   }
 

@@ -94,6 +94,8 @@ public final class CheckpointManager implements AutoCloseable {
   private final Pattern numbered;
   private final IoThreads io;
   private final AtomicFiles files = new AtomicFiles();
+  /** The chief's claim on the directory, where its policy names the attempt it belongs to. */
+  private final WriterFence fence;
   private List<Managed> managed = new ArrayList<>();
   private double lastPreserved;
   private long nextNumber = 1;
@@ -113,6 +115,14 @@ public final class CheckpointManager implements AutoCloseable {
     this.numbered = Pattern.compile(Pattern.quote(options.checkpointName()) + "-(\\d+)");
     this.lastPreserved = now() - 1;
     this.io = new IoThreads("the checkpoint manager of " + this.directory);
+    // before anything is deleted: a stale chief must not clean up after a later attempt's
+    try {
+      this.fence = policy.chief() && policy.writer().isPresent()
+          ? WriterFence.claim(this.fs, this.directory, policy.writer().get(), files) : null;
+    } catch (IOException e) {
+      io.close();
+      throw e;
+    }
     if (policy.chief()) {
       deleteLeftovers();
     }
@@ -151,7 +161,8 @@ public final class CheckpointManager implements AutoCloseable {
     }
     for (FileStatus f : files) {
       String name = f.getPath().getName();
-      if (f.isFile() && (name.contains(".tempstate") || name.startsWith(STATE_FILE + ".tmp"))) {
+      if (f.isFile() && (name.contains(".tempstate") || name.startsWith(STATE_FILE + ".tmp")
+          || name.startsWith(WriterFence.FILE + ".tmp"))) {
         log.info("deleting {}, left by a save that did not finish", f.getPath());
         fs.delete(f.getPath(), false);
       }
@@ -253,6 +264,9 @@ public final class CheckpointManager implements AutoCloseable {
       BundleWriter.Pending pending = BundleWriter.prepare(fs, prefix, tensors, io, files);
       try {
         stateTemp = IoThreads.await(stateWrite);
+        if (fence != null) {
+          fence.check(); // the last moment before anything of this save becomes visible
+        }
         pending.commit(progress);
       } catch (IOException | RuntimeException e) {
         pending.abort();
@@ -262,6 +276,9 @@ public final class CheckpointManager implements AutoCloseable {
       Path written = stateWrite == null ? null : IoThreads.awaitQuietly(stateWrite);
       if (written != null) {
         fs.delete(written, false);
+      }
+      if (e instanceof StaleWriterException stale) {
+        throw stale; // its temporary files are gone; what the later attempt wrote is untouched
       }
       if (managed.stream().noneMatch(m -> m.name().equals(name))) {
         deleteCheckpointFiles(name); // a data file renamed before the index failed

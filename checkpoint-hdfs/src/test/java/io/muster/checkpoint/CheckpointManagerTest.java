@@ -16,6 +16,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -282,5 +283,38 @@ class CheckpointManagerTest {
         CheckpointManager.Options.DEFAULTS).save(model(1)));
     assertTrue(e.getMessage().startsWith("cannot list the checkpoint directory " + sub)
         || e.getMessage().startsWith("could not save checkpoint " + new Path(sub, "ckpt-1")), e.getMessage());
+  }
+
+  /**
+   * A chief of attempt 1 whose host was cut off, healed after attempt 2's chief has saved: its late
+   * save and its late open are refused, and attempt 2's checkpoints stay as they were.
+   */
+  @ParameterizedTest
+  @MethodSource("fileSystems")
+  void aChiefOfAnEndedAttemptCannotOverwriteOrDeleteWhatALaterAttemptSaved(String kind) throws Exception {
+    Path dir = freshDir(kind);
+    FileSystem fs = fsOf(kind, dir);
+    WritePolicy chief = new WritePolicy(true, 0);
+    CheckpointManager.Options keepOne = new CheckpointManager.Options(OptionalInt.of(1), Optional.empty(), "ckpt");
+    try (CheckpointManager stale = new CheckpointManager(fs, dir, chief.forAttempt("job-1", 0), keepOne)) {
+      stale.save(model(1), 1);
+      try (CheckpointManager current = new CheckpointManager(fs, dir, chief.forAttempt("job-1", 1), keepOne)) {
+        current.save(model(2), 2);
+      }
+      StaleWriterException refused = assertThrows(StaleWriterException.class, () -> stale.save(model(3), 3));
+      assertEquals("attempt 1's chief may not write in " + fs.makeQualified(dir) + ": attempt 2 of this job has "
+          + "written there since (.muster-writer); this task belongs to an attempt that has ended, and should exit",
+          refused.getMessage());
+    }
+    assertEquals(List.of(".muster-writer", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"), names(fs, dir));
+    assertEquals(2L, BundleReader.open(fs, new Path(dir, "ckpt-2")).readAll().get("step").longs()[0]);
+    assertThrows(StaleWriterException.class, () -> new CheckpointManager(fs, dir, chief.forAttempt("job-1", 0), keepOne),
+        "a stale chief that opens the directory late is refused before it deletes anything");
+    assertEquals(List.of(".muster-writer", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"), names(fs, dir));
+
+    // The next run of the job (attempts numbered from 0 again) takes the directory over and resumes.
+    try (CheckpointManager next = new CheckpointManager(fs, dir, chief.forAttempt("job-2", 0), keepOne)) {
+      assertEquals(new Path(fs.makeQualified(dir), "ckpt-3"), next.save(model(3)));
+    }
   }
 }

@@ -122,7 +122,8 @@ class SparkDemoTest {
     assertEquals(0, SparkDemo.run(run, new PrintStream(new ByteArrayOutputStream(), true),
         new PrintStream(stderr, true), options -> spark), stderr::toString);
 
-    List<String> want = new ArrayList<>(List.of("checkpoint"));
+    // the state file, and the chief's claim on the directory for its attempt (a stale chief is refused)
+    List<String> want = new ArrayList<>(List.of(".muster-writer", "checkpoint"));
     for (int n = epochs - 4; n <= epochs; n++) {
       want.addAll(List.of("ckpt-" + n + ".data-00000-of-00001", "ckpt-" + n + ".index"));
       Map<String, Tensor> model = BundleReader.open(fs, new org.apache.hadoop.fs.Path(ckpt, "ckpt-" + n)).readAll();

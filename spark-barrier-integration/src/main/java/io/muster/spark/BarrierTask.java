@@ -40,12 +40,13 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   private final HadoopConfiguration hadoop;
   private final String driverProgress;
   private final BarrierTasks.Rendezvous rendezvous;
+  private final String run;
   private final int attempt;
   private final int gpusPerWorker;
 
   BarrierTask(TrainFunction<T, R> fn, GangSpec gang, JobToken token, String host, CoordinationOptions coordination,
       CommunicationOptions communication, HadoopConfiguration hadoop, String driverProgress,
-      BarrierTasks.Rendezvous rendezvous, int attempt, int gpusPerWorker) {
+      BarrierTasks.Rendezvous rendezvous, String run, int attempt, int gpusPerWorker) {
     this.fn = fn;
     this.gang = gang;
     this.token = token.value();
@@ -55,6 +56,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     this.hadoop = hadoop;
     this.driverProgress = driverProgress;
     this.rendezvous = rendezvous;
+    this.run = run;
     this.attempt = attempt;
     this.gpusPerWorker = gpusPerWorker;
   }
@@ -70,7 +72,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
             .security(security).server(server).coordination(coordination).communication(communication).build()) {
           R result;
           try {
-            result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, attempt,
+            result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, run, attempt,
                 BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get(), progress::send));
           } catch (Exception e) {
             Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e

@@ -13,6 +13,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
+import java.util.UUID;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.IntFunction;
@@ -128,7 +129,8 @@ public final class BarrierTrainer {
     checkApplication(sc.getConf(), gang.size(), gpusPerWorker);
     HadoopConfiguration hadoop = new HadoopConfiguration(sc.hadoopConfiguration());
     JavaRDD<T> shards = shards(data, gang);
-    return withRetries(attempt -> runGang(shards, fn, hadoop, attempt));
+    String run = UUID.randomUUID().toString(); // this fit's attempts fence their chiefs' checkpoints by it
+    return withRetries(attempt -> runGang(shards, fn, hadoop, run, attempt));
   }
 
   /**
@@ -231,14 +233,14 @@ public final class BarrierTrainer {
   }
 
   private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, HadoopConfiguration hadoop,
-      int attempt) {
+      String run, int attempt) {
     JobToken token = newToken();
     SparkConf conf = shards.context().getConf();
     try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(bindHost(conf), driverHost(conf), token,
         ProgressLink::toLog)) {
       return inRendezvous(shards.context(), token, attempt, rendezvous -> {
         BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
-            progress.address(), rendezvous, attempt, gpusPerWorker);
+            progress.address(), rendezvous, run, attempt, gpusPerWorker);
         @SuppressWarnings("unchecked")
         ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
         RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
@@ -265,9 +267,9 @@ public final class BarrierTrainer {
     Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
     if (attempt > 0) {
       Duration slots = Duration.ofMillis(conf.getTimeAsMs(SLOT_TIMEOUT, "2min"));
+      boolean bySlotTimeout = slots.compareTo(timeout) <= 0;
       GangStartWatch.awaitFreeSlots(sc, gang.size(), "attempt " + (attempt + 1) + " of " + maxAttempts,
-          slots.compareTo(timeout) <= 0 ? slots : timeout, slots.compareTo(timeout) <= 0 ? SLOT_TIMEOUT
-              : "the gang timeout");
+          bySlotTimeout ? slots : timeout, bySlotTimeout ? SLOT_TIMEOUT : "the gang timeout");
     }
     if (!rendezvousOnDriver(conf)) {
       return job.apply(BarrierTasks.Rendezvous.allGather());

@@ -30,16 +30,19 @@ public final class TrainContext<T> {
   private final MultiWorkerMirroredStrategy strategy;
   private final Iterator<T> rows;
   private final TaskId task;
+  /** This fit call's id, the same in each of its attempts. */
+  private final String run;
   private final int attempt;
   private final List<String> gpus;
   private final Configuration hadoopConfiguration;
   private final Consumer<String> progress;
 
-  TrainContext(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, int attempt, List<String> gpus,
-      Configuration hadoopConfiguration, Consumer<String> progress) {
+  TrainContext(MultiWorkerMirroredStrategy strategy, Iterator<T> rows, TaskId task, String run, int attempt,
+      List<String> gpus, Configuration hadoopConfiguration, Consumer<String> progress) {
     this.strategy = strategy;
     this.rows = rows;
     this.task = task;
+    this.run = run;
     this.attempt = attempt;
     this.gpus = List.copyOf(gpus);
     this.hadoopConfiguration = hadoopConfiguration;
@@ -79,9 +82,13 @@ public final class TrainContext<T> {
     progress.accept(line);
   }
 
-  /** Where this task writes: the real directory on the chief, {@code workertemp_<i>} on the others. */
+  /**
+   * Where this task writes: the real directory on the chief, {@code workertemp_<i>} on the others;
+   * the chief's directories are fenced by this attempt (a chief of an earlier attempt cannot
+   * overwrite what this one saved).
+   */
   public WritePolicy writePolicy() {
-    return WritePolicy.of(strategy.cluster(), task);
+    return WritePolicy.of(strategy.cluster(), task).forAttempt(run, attempt);
   }
 
   /** A checkpoint manager for {@code dir} (any Hadoop file system) with this task's write policy; close it. */
