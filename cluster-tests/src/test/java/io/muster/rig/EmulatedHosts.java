@@ -107,8 +107,17 @@ public final class EmulatedHosts implements AutoCloseable {
   }
 
   /** {@code host(1)} is {@code host1}. */
+  /** {@code host<number>}, from 1. */
   public Host host(int number) {
-    return hosts.get(number - 1);
+    return hosts.get(checkHost(number, hosts.size()) - 1);
+  }
+
+  /** {@code number}, when a rig of {@code count} hosts has it. */
+  static int checkHost(int number, int count) {
+    if (number < 1 || number > count) {
+      throw new IllegalArgumentException("there is no host" + number + " on this rig: it has host1..host" + count);
+    }
+    return number;
   }
 
   Path dir() {

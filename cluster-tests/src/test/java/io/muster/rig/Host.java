@@ -124,6 +124,7 @@ public final class Host {
 
   /** Limits this host's link to {@code rate} ({@code 1gbit}) both ways: a token bucket on each end. */
   public void limitRate(String rate) {
+    checkRate(rate);
     List<String> tbf = List.of("root", "tbf", "rate", rate, "burst", "1mb", "latency", "50ms");
     List<String> out = new ArrayList<>(List.of("tc", "qdisc", "replace", "dev", "eth0"));
     out.addAll(tbf);
@@ -131,6 +132,15 @@ public final class Host {
     List<String> in = new ArrayList<>(List.of("tc", "qdisc", "replace", "dev", port));
     in.addAll(tbf);
     EmulatedHosts.exec(in);
+  }
+
+  /** {@code rate}, when it is one of tc's rates ({@code 10mbit}, {@code 1gbit}, {@code 500kbps}). */
+  static String checkRate(String rate) {
+    if (rate == null || !rate.matches("\\d+(\\.\\d+)?([kmgt]?bit|[kmgt]?bps)")) {
+      throw new IllegalArgumentException("rate '" + rate + "' is not a tc rate: a number and a unit, such as 10mbit, "
+          + "1gbit or 500kbps");
+    }
+    return rate;
   }
 
   /** Kills every process on this host (SIGKILL, as a power cut would end them) and waits until they are gone. */

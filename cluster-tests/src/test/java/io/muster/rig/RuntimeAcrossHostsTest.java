@@ -49,15 +49,18 @@ class RuntimeAcrossHostsTest {
         + "\"task\": {\"type\": \"worker\", \"index\": " + index + "}}";
   }
 
+  /** {@code command} on host1..host{@code hosts}, each worker of a job of three (host1..host3). */
   private static List<HostProcess> onEachHost(String name, int hosts, List<String> command) {
-    return onEachHost(name, hosts, command, Map.of());
+    return onEachHost(name, hosts, 3, command, Map.of());
   }
 
-  private static List<HostProcess> onEachHost(String name, int hosts, List<String> command, Map<String, String> env) {
+  /** {@code command} on host1..host{@code started}, each worker of a job with one worker on each of host1..host{@code job}. */
+  private static List<HostProcess> onEachHost(String name, int started, int job, List<String> command,
+      Map<String, String> env) {
     List<HostProcess> processes = new ArrayList<>();
-    for (int i = 0; i < hosts; i++) {
+    for (int i = 0; i < started; i++) {
       Map<String, String> all = new java.util.HashMap<>(env);
-      all.putAll(Map.of("TF_CONFIG", tfConfig(i, hosts), "MUSTER_JOB_TOKEN", TOKEN));
+      all.putAll(Map.of("TF_CONFIG", tfConfig(i, job), "MUSTER_JOB_TOKEN", TOKEN));
       processes.add(rig.host(i + 1).start(name, command, all));
     }
     return processes;
@@ -104,7 +107,7 @@ class RuntimeAcrossHostsTest {
     List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
     classpath.addAll(Installed.musterJars());
     classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
-    List<HostProcess> workers = onEachHost("softmax-cut-" + hosts + "-" + cutHost, hosts,
+    List<HostProcess> workers = onEachHost("softmax-cut-" + hosts + "-" + cutHost, hosts, hosts,
         java(classpath, "io.muster.examples.SoftmaxRegression", "--epochs", "100000"), Map.of("MUSTER_LOG_LEVEL", "debug"));
     Host cut = rig.host(cutHost);
     long[] exitedAfter = new long[hosts];

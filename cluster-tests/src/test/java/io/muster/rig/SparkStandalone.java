@@ -107,6 +107,33 @@ public final class SparkStandalone implements AutoCloseable {
     return client.start(name, command, env);
   }
 
+  /**
+   * When the Master last heard from the Worker on {@code worker} (epoch ms, from its web UI's
+   * JSON), or -1 when it does not list that Worker as alive. A link cut and healed leaves the
+   * Worker's heartbeats in TCP's retransmission backoff for a while: the Master drops a Worker it
+   * has not heard from for {@code spark.worker.timeout} (60 s) since before the cut.
+   */
+  public long lastHeartbeat(Host worker) {
+    try {
+      String json = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+          java.net.URI.create("http://" + masterHost.address() + ":8080/json/")).timeout(java.time.Duration.ofSeconds(5))
+          .build(), java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+      for (String entry : json.split("\"id\"")) {
+        java.util.regex.Matcher host = Pattern.compile("\"host\"\\s*:\\s*\"" + worker.name() + "\"").matcher(entry);
+        java.util.regex.Matcher beat = Pattern.compile("\"lastheartbeat\"\\s*:\\s*(\\d+)").matcher(entry);
+        if (host.find() && entry.matches("(?s).*\"state\"\\s*:\\s*\"ALIVE\".*") && beat.find()) {
+          return Long.parseLong(beat.group(1));
+        }
+      }
+      return -1;
+    } catch (IOException e) {
+      return -1;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return -1;
+    }
+  }
+
   @Override
   public void close() {
     daemons.forEach(HostProcess::close);

@@ -309,6 +309,10 @@ class SparkStandaloneTest {
         endedAfter = Duration.ofNanos(System.nanoTime() - cutAt);
       } finally {
         cut.healLink();
+        // the next test needs host3's Worker: wait until the Master hears it again, before its 60 s timeout
+        long healed = System.currentTimeMillis();
+        io.muster.testing.Eventually.within(Duration.ofSeconds(120), "the Master hearing host3's Worker again",
+            () -> spark.lastHeartbeat(cut) > healed);
       }
     }
     System.out.println("cut -> attempt 1 failed: " + failedAfter.toMillis() + " ms; -> the run failed: "

@@ -204,14 +204,8 @@ class YarnTest {
         "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > /tmp/cut-while-running.pid; sleep 300; fi; sleep 5; "
             + "echo \"ran on $(hostname)\""))) {
       run = submit;
-      submit.awaitLine(Pattern.compile("application_\\d+_\\d+"), JOB, "the application's id");
-      Matcher id = Pattern.compile("application_(\\d+_\\d+)").matcher(String.join("\n", submit.stdout()));
-      assertTrue(id.find(), submit.tail());
-      app = id.group();
-      Host master = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_000001 "),
-          null, submit);
-      cut = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_0+[2-9] "), master,
-          submit);
+      app = applicationId(submit);
+      cut = workerHost(app, submit);
       submit.awaitLine(Pattern.compile("attempt 1: worker 3 running"), JOB, "every worker running");
       cutAt = java.time.LocalTime.now();
       cut.cutLink();
@@ -257,14 +251,7 @@ class YarnTest {
     // a hang guard, not a speed target: YARN itself would take 10 minutes
     assertTrue(detected.compareTo(Duration.ofSeconds(60)) < 0, "ended " + detected + " after the cut: " + ended);
 
-    List<String> ranOn = new ArrayList<>();
-    for (Host host : rig.hosts()) {
-      for (Path stdout : Yarn.containerStdouts(host)) {
-        if (stdout.toString().contains(app + "/")) {
-          Files.readAllLines(stdout).stream().filter(l -> l.startsWith("ran on ")).forEach(l -> ranOn.add(l.substring(7)));
-        }
-      }
-    }
+    List<String> ranOn = ranOn(app);
     assertEquals(3, ranOn.stream().distinct().count(), "the retry's workers, one per host: " + ranOn);
     assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
     // Healed, the cut host's executor hears that its attempt is over and ends the command.
@@ -284,18 +271,12 @@ class YarnTest {
         "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "2", "--gang-timeout", "75s", "--command",
         "echo \"ran on $(hostname)\""))) {
       run = submit;
-      submit.awaitLine(Pattern.compile("application_\\d+_\\d+"), JOB, "the application's id");
-      Matcher id = Pattern.compile("application_(\\d+_\\d+)").matcher(String.join("\n", submit.stdout()));
-      assertTrue(id.find(), submit.tail());
-      app = id.group();
+      app = applicationId(submit);
       // Cut a host other than the master's the moment its NodeManager is asked to start a worker's container:
       // the container starts, but its executor cannot register, and the NodeManager goes silent. The gang
       // timeout is above HDFS's 60 s dfs.client.socket-timeout: the cut host is a DataNode too, and a container
       // localizing the staged runtime from it waits that long before it reads another replica.
-      Host master = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_000001 "),
-          null, submit);
-      cut = awaitContainerStart(Pattern.compile("Start request for container_" + id.group(1) + "_01_0+[2-9] "), master,
-          submit);
+      cut = workerHost(app, submit);
       cut.cutLink();
       try {
         assertEquals(0, submit.waitFor(JOB), submit.tail());
@@ -311,6 +292,29 @@ class YarnTest {
         + "NodeManager at " + cut.name() + ":\\d+: no answer within 2000 ms \\(the node is down or cut off\\)\\)|worker \\d's "
         + "container container_\\S+ could not be started on " + cut.name() + ":\\d+: .*timeout)").matcher(out);
     assertTrue(failed.find(), run.tail());
+    List<String> ranOn = ranOn(app);
+    assertEquals(3, ranOn.size(), "every worker of the retry ran once: " + ranOn);
+    assertEquals(3, ranOn.stream().distinct().count(), "one per host: " + ranOn);
+    assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
+  }
+
+  /** The application's id, once {@code submit} has printed it. */
+  private static String applicationId(HostProcess submit) {
+    submit.awaitLine(Pattern.compile("application_\\d+_\\d+"), JOB, "the application's id");
+    Matcher id = Pattern.compile("application_\\d+_\\d+").matcher(String.join("\n", submit.stdout()));
+    assertTrue(id.find(), submit.tail());
+    return id.group();
+  }
+
+  /** A host, not the master's, whose NodeManager is asked to start one of the application's worker containers. */
+  private static Host workerHost(String app, HostProcess submit) throws Exception {
+    String containers = "Start request for container_" + app.substring("application_".length()) + "_01_";
+    Host master = awaitContainerStart(Pattern.compile(containers + "000001 "), null, submit);
+    return awaitContainerStart(Pattern.compile(containers + "0+[2-9] "), master, submit);
+  }
+
+  /** The hosts the application's commands ran on, from their {@code ran on HOST} lines. */
+  private static List<String> ranOn(String app) throws java.io.IOException {
     List<String> ranOn = new ArrayList<>();
     for (Host host : rig.hosts()) {
       for (Path stdout : Yarn.containerStdouts(host)) {
@@ -319,9 +323,7 @@ class YarnTest {
         }
       }
     }
-    assertEquals(3, ranOn.size(), "every worker of the retry ran once: " + ranOn);
-    assertEquals(3, ranOn.stream().distinct().count(), "one per host: " + ranOn);
-    assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
+    return ranOn;
   }
 
   /** The host (other than {@code except}) whose NodeManager first logs {@code startRequest}. */

@@ -194,32 +194,39 @@ final class CommandLogs {
     }
 
     /** Tells every connected task the driver is alive, and fails the gang for a task that has gone silent. */
-    private synchronized void beat(Duration sinceLastBeat) {
+    private void beat(Duration sinceLastBeat) {
+      Optional<TaskId> lost = beatAndFindSilent(sinceLastBeat);
+      if (lost.isPresent()) {
+        Socket connection = connections.get(lost.get());
+        InetAddress host = connection.getInetAddress();
+        // named outside the lock: a reverse lookup may take seconds
+        lost(lost.get(), connection, host.getHostName() + " (" + host.getHostAddress() + ")");
+      }
+    }
+
+    private synchronized Optional<TaskId> beatAndFindSilent(Duration sinceLastBeat) {
       long now = System.nanoTime();
       if (paused(sinceLastBeat)) { // the driver itself did not run: what arrived meanwhile is unread
         lastHeard.replaceAll((task, heard) -> now);
       }
       tasks.forEach((task, out) -> send(task, out, BEAT));
-      if (!(endOfJob.verdict() instanceof EndOfJob.Running)) {
-        return;
+      if (!(endOfJob.verdict() instanceof EndOfJob.Running) || gangFailure != null) {
+        return Optional.empty();
       }
-      for (Map.Entry<TaskId, Long> heard : lastHeard.entrySet()) {
-        Duration silence = Duration.ofNanos(now - heard.getValue());
-        TaskId task = heard.getKey();
-        if (silence.compareTo(SILENT) >= 0 && tasks.containsKey(task) && !exitReported.contains(task)) {
-          Socket connection = connections.get(task);
-          InetAddress host = connection.getInetAddress();
-          gangFailed(new GangFailed(task + " on " + host.getHostName() + " (" + host.getHostAddress() + ") went silent: "
-              + "no word from its task for " + SILENT.toSeconds() + " s (its host is down or cut off from the driver)",
-              false));
-          silent.add(task);
-          try {
-            connection.close(); // its reader ends: nothing more will come
-          } catch (IOException ignored) {
-            // closing
-          }
-          return;
-        }
+      return lastHeard.entrySet().stream()
+          .filter(heard -> Duration.ofNanos(now - heard.getValue()).compareTo(SILENT) >= 0)
+          .map(Map.Entry::getKey).filter(task -> tasks.containsKey(task) && !exitReported.contains(task)).findFirst();
+    }
+
+    /** Fails the gang for a task gone silent, and closes its connection: nothing more will come on it. */
+    private synchronized void lost(TaskId task, Socket connection, String host) {
+      gangFailed(new GangFailed(task + " on " + host + " went silent: no word from its task for " + SILENT.toSeconds()
+          + " s (its host is down or cut off from the driver)", false));
+      silent.add(task);
+      try {
+        connection.close(); // its reader ends
+      } catch (IOException ignored) {
+        // closing
       }
     }
 

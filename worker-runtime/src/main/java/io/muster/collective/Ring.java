@@ -61,6 +61,12 @@ final class Ring implements AutoCloseable {
   private static final long BLOCKED_SEND_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
   /** How long a failing rank tries to pass the abort on, and to read the reason of one it receives. */
   private static final long ABORT_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+  /**
+   * How long a broken stream waits for the group's failure before it blames the neighbour: a rank
+   * that aborts (the coordination service told it a task was lost) may close its stream before its
+   * ABORT frame gets through, and the service's word reaches this rank a moment later.
+   */
+  private static final long BROKEN_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
@@ -483,6 +489,10 @@ final class Ring implements AutoCloseable {
    * break is this rank's own doing (it stopped reading) and blames no one.
    */
   private CollectiveException broken(IOException e, String doing, TaskId peer) {
+    long grace = System.nanoTime() + BROKEN_GRACE_NANOS;
+    while (failure.get() == null && System.nanoTime() < grace && !interrupted(e)) {
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+    }
     if (failure.get() != null) {
       return failure();
     }

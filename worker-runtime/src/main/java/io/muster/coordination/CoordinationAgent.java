@@ -49,6 +49,10 @@ public final class CoordinationAgent implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(CoordinationAgent.class);
   private static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
+  /** How far past the heartbeat timeout a heartbeat call may run, so that its failure finds the timeout passed. */
+  private static final Duration LEADER_SILENCE_MARGIN = Duration.ofMillis(50);
+  /** The shortest a heartbeat call is given, even when this task itself was paused past the timeout. */
+  private static final Duration MIN_HEARTBEAT_CALL = Duration.ofMillis(500);
 
   private final ClusterSpec cluster;
   private final TaskId task;
@@ -280,7 +284,12 @@ public final class CoordinationAgent implements AutoCloseable {
       return;
     }
     try {
-      long leaderNow = call(System.nanoTime() + options.heartbeatInterval().toNanos(), options.heartbeatInterval())
+      // The call may take until just past the heartbeat timeout since the last answer: failing a hair
+      // before it would leave the silence short of the timeout and put the verdict off a whole interval.
+      long untilTimeout = lastHeartbeatOkNanos + options.heartbeatTimeout().toNanos() + LEADER_SILENCE_MARGIN.toNanos()
+          - System.nanoTime();
+      Duration limit = Duration.ofNanos(Math.max(untilTimeout, MIN_HEARTBEAT_CALL.toNanos()));
+      long leaderNow = call(System.nanoTime() + limit.toNanos(), limit)
           .heartbeat(HeartbeatRequest.newBuilder().setSourceTask(Errors.toProto(task)).setIncarnation(incarnation).build())
           .getLeaderIncarnation();
       lastHeartbeatOkNanos = System.nanoTime();

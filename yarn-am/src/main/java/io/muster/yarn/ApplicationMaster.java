@@ -319,8 +319,9 @@ public final class ApplicationMaster {
                 status.getContainerId(), status.getExitStatus()));
       }
       if (attempt.abortReason().isEmpty()) {
-        List<Attempt.Silent> silent = attempt.silentFor(attempt.verdict() instanceof EndOfJob.Failed
-            ? EXECUTOR_SUSPECT : EXECUTOR_SILENT);
+        // after success only untracked tasks are left, being ended: their silence changes nothing
+        List<Attempt.Silent> silent = attempt.verdict() instanceof EndOfJob.Succeeded ? List.of()
+            : attempt.silentFor(attempt.verdict() instanceof EndOfJob.Failed ? EXECUTOR_SUSPECT : EXECUTOR_SILENT);
         if (!attempt.formed() && Instant.now().isAfter(attempt.deadline)) {
           List<String> unregistered = attempt.unregisteredContainers();
           // Allocated but silent: the node or its link failed, which another attempt may not meet; a gang
@@ -377,7 +378,7 @@ public final class ApplicationMaster {
           + "executor for " + s.silence().toSeconds() + " s" + (node == null ? "" : "; " + node));
       if (node != null && !node.answers() && !cutOff.contains(s.host())) {
         cutOff.add(s.host());
-        lostNodes.put(s.host(), "attempt " + (attempt.number + 1) + ": " + s.task() + "'s executor and the node's "
+        lostNodes.put(s.host(), "attempt " + (attempt.number + 1) + ": " + s.task() + "'s executor went silent, and "
             + node);
       }
     }
