@@ -66,6 +66,14 @@ class RuntimeAcrossHostsTest {
     return processes;
   }
 
+  /** The examples' jar and Muster's, with Spark's jars for Log4j, as {@code ./muster example} gives them. */
+  private static List<Path> examplesClasspath() {
+    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
+    classpath.addAll(Installed.musterJars());
+    classpath.addAll(Installed.spark());
+    return classpath;
+  }
+
   private static List<String> java(List<Path> classpath, String main, String... args) {
     List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx256m", "-XX:+UseSerialGC", "-cp",
         Installed.joined(classpath), main));
@@ -75,9 +83,7 @@ class RuntimeAcrossHostsTest {
 
   @Test
   void theSoftmaxWorkersOnThreeHostsEndWithIdenticalWeights() {
-    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
-    classpath.addAll(Installed.musterJars());
-    classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
+    List<Path> classpath = examplesClasspath();
     List<HostProcess> workers = onEachHost("softmax", 3, java(classpath, "io.muster.examples.SoftmaxRegression",
         "--epochs", "2"));
     List<String> hashes = new ArrayList<>();
@@ -104,9 +110,7 @@ class RuntimeAcrossHostsTest {
   @org.junit.jupiter.params.ParameterizedTest(name = "{0} hosts, host{1} cut")
   @org.junit.jupiter.params.provider.CsvSource({"3, 1", "3, 2", "3, 3", "4, 4"})
   void aHostCutWhileTheWorkersTrainEndsEveryTaskSoonAfterTheHeartbeatTimeoutNamingTheCutTask(int hosts, int cutHost) {
-    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
-    classpath.addAll(Installed.musterJars());
-    classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
+    List<Path> classpath = examplesClasspath();
     List<HostProcess> workers = onEachHost("softmax-cut-" + hosts + "-" + cutHost, hosts, hosts,
         java(classpath, "io.muster.examples.SoftmaxRegression", "--epochs", "100000"), Map.of("MUSTER_LOG_LEVEL", "debug"));
     Host cut = rig.host(cutHost);
@@ -168,9 +172,7 @@ class RuntimeAcrossHostsTest {
         + "\"ps\": [\"host4:2222\"]}";
     List<String> tasks = List.of("\"chief\", \"index\": 0", "\"worker\", \"index\": 0", "\"worker\", \"index\": 1",
         "\"ps\", \"index\": 0");
-    List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
-    classpath.addAll(Installed.musterJars());
-    classpath.addAll(Installed.spark()); // Log4j, as ./muster example gives it
+    List<Path> classpath = examplesClasspath();
     List<HostProcess> all = new ArrayList<>();
     try {
       for (int i = 0; i < 4; i++) {

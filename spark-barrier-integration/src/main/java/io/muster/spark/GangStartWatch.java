@@ -125,11 +125,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
   /** Task slots free for a barrier stage now; unbounded where Spark's (package-private in Scala) API moved. */
   private static int freeSlots(SparkContext sc) {
     try {
-      int running = 0;
-      for (Object tasks : CollectionConverters.asJava(((TaskSchedulerImpl) sc.taskScheduler())
-          .runningTasksByExecutors()).values()) {
-        running += (Integer) tasks;
-      }
+      int running = runningByExecutorId(sc).values().stream().mapToInt(tasks -> (Integer) tasks).sum();
       return sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()) - running;
     } catch (LinkageError | RuntimeException e) {
       log.debug("cannot count the application's free task slots; submitting the gang without waiting for them", e);
@@ -189,6 +185,11 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     return String.join("; ", parts);
   }
 
+  /** The scheduler's running tasks per executor id (counts as Scala boxes them); throws where its API moved. */
+  private static Map<String, Object> runningByExecutorId(SparkContext sc) {
+    return CollectionConverters.asJava(((TaskSchedulerImpl) sc.taskScheduler()).runningTasksByExecutors());
+  }
+
   private static List<SparkExecutorInfo> executors(SparkContext sc) {
     return Arrays.asList(sc.statusTracker().getExecutorInfos());
   }
@@ -231,8 +232,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
    */
   private static Map<String, Integer> runningTasks(SparkContext sc) {
     try {
-      Map<String, Object> byExecutor = CollectionConverters.asJava(
-          ((TaskSchedulerImpl) sc.taskScheduler()).runningTasksByExecutors());
+      Map<String, Object> byExecutor = runningByExecutorId(sc);
       Map<String, Integer> running = new HashMap<>();
       for (BlockManagerId id : CollectionConverters.asJava(SparkEnv.get().blockManager().master().getMemoryStatus())
           .keySet()) {
