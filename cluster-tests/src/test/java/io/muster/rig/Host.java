@@ -134,6 +134,12 @@ public final class Host {
     EmulatedHosts.exec(in);
   }
 
+  /** Takes the limit of {@link #limitRate} off both ends of this host's link. */
+  public void unlimitRate() {
+    inNamespace("tc", "qdisc", "del", "dev", "eth0", "root");
+    EmulatedHosts.exec(List.of("tc", "qdisc", "del", "dev", port, "root"));
+  }
+
   /** {@code rate}, when it is one of tc's rates ({@code 10mbit}, {@code 1gbit}, {@code 500kbps}). */
   static String checkRate(String rate) {
     if (rate == null || !rate.matches("\\d+(\\.\\d+)?([kmgt]?bit|[kmgt]?bps)")) {

@@ -75,17 +75,22 @@ class RuntimeAcrossHostsTest {
   }
 
   private static List<String> java(List<Path> classpath, String main, String... args) {
-    List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx256m", "-XX:+UseSerialGC", "-cp",
+    return java("256m", classpath, main, args);
+  }
+
+  private static List<String> java(String heap, List<Path> classpath, String main, String... args) {
+    List<String> command = new ArrayList<>(List.of(Installed.java(), "-Xmx" + heap, "-XX:+UseSerialGC", "-cp",
         Installed.joined(classpath), main));
     command.addAll(List.of(args));
     return command;
   }
 
-  @Test
-  void theSoftmaxWorkersOnThreeHostsEndWithIdenticalWeights() {
-    List<Path> classpath = examplesClasspath();
-    List<HostProcess> workers = onEachHost("softmax", 3, java(classpath, "io.muster.examples.SoftmaxRegression",
-        "--epochs", "2"));
+  /** The softmax workers' final weights (one hash, the same on every host), with the chief's epoch lines and the run's time. */
+  private record SoftmaxRun(String weights, List<String> epochLines, Duration took) {}
+
+  private static SoftmaxRun softmaxOnThreeHosts(String name, List<String> command) {
+    long start = System.nanoTime();
+    List<HostProcess> workers = onEachHost(name, 3, command);
     List<String> hashes = new ArrayList<>();
     try {
       for (HostProcess worker : workers) {
@@ -94,11 +99,67 @@ class RuntimeAcrossHostsTest {
             worker.stdout()));
         assertTrue(m.find(), worker.tail());
         hashes.add(m.group(1));
+        // nothing was declared failed or timed out, not even on the way to success
+        List<String> warned = worker.stderr().stream().filter(l -> l.contains("WARN") || l.contains("ERROR")
+            || l.contains("timed out") || l.contains("failed")).toList();
+        assertEquals(List.of(), warned, worker.tail());
       }
     } finally {
       workers.forEach(HostProcess::close);
     }
     assertEquals(1, hashes.stream().distinct().count(), "the same weights on every host: " + hashes);
+    List<String> epochs = workers.get(0).stderr().stream().filter(l -> l.contains(" epoch ")).toList();
+    return new SoftmaxRun(hashes.get(0), epochs, Duration.ofNanos(System.nanoTime() - start));
+  }
+
+  @Test
+  void theSoftmaxWorkersOnThreeHostsEndWithIdenticalWeights() {
+    SoftmaxRun run = softmaxOnThreeHosts("softmax", java(examplesClasspath(), "io.muster.examples.SoftmaxRegression",
+        "--epochs", "2"));
+    assertEquals(2, run.epochLines().size(), run.epochLines().toString());
+  }
+
+  private static final Pattern EPOCH_RATE = Pattern.compile("\\((\\d+) examples/s on 3 workers; (\\d+)% of step time "
+      + "in all-reduce\\)");
+
+  /** The median of each epoch line's examples/s. */
+  private static long medianRate(List<String> epochLines) {
+    List<Long> rates = epochLines.stream().map(EPOCH_RATE::matcher).filter(Matcher::find)
+        .map(m -> Long.parseLong(m.group(1))).sorted().toList();
+    assertEquals(epochLines.size(), rates.size(), "a rate on every epoch line: " + epochLines);
+    return rates.get(rates.size() / 2);
+  }
+
+  /**
+   * A slow link is not a dead host: host2's link limited to 10 Mbit/s each way for a whole run of a
+   * model wide enough (2000 features: 80 KB of gradients a step) that the link sets the pace for over
+   * a minute. No task is declared failed or warned of, the weights are bitwise those of the same run on
+   * full-speed links, and the chief's epoch lines show the slowdown and that it is the network's.
+   */
+  @Test
+  void aTenMegabitLinkSlowsTrainingWithoutFailingAnyTaskAndTheWeightsAreThoseOfAFullSpeedRun() {
+    List<String> wide = java("1g", examplesClasspath(), "io.muster.examples.SoftmaxRegression", "--features", "2000",
+        "--epochs", "8");
+    SoftmaxRun full = softmaxOnThreeHosts("softmax-wide", wide);
+    Host slow = rig.host(2);
+    slow.limitRate("10mbit");
+    SoftmaxRun limited;
+    try {
+      limited = softmaxOnThreeHosts("softmax-wide-10mbit", wide);
+    } finally {
+      slow.unlimitRate();
+    }
+    System.out.println("full-speed links: " + full + "\nhost2 at 10 Mbit/s: " + limited);
+    // the premise: the slow link held training back for at least a minute
+    assertTrue(limited.took().compareTo(Duration.ofSeconds(60)) >= 0, "a minute at 10 Mbit/s: " + limited);
+    assertEquals(full.weights(), limited.weights(), "the same weights as on full-speed links");
+    assertEquals(8, limited.epochLines().size(), limited.epochLines().toString());
+    // each epoch line says this epoch's rate and the share spent in all-reduce: the slowdown shows there
+    assertTrue(medianRate(limited.epochLines()) * 3 < medianRate(full.epochLines()), full + "\n" + limited);
+    for (String line : limited.epochLines()) {
+      Matcher m = EPOCH_RATE.matcher(line);
+      assertTrue(m.find() && Integer.parseInt(m.group(2)) >= 50, "mostly all-reduce on the slow link: " + line);
+    }
   }
 
   /**

@@ -36,15 +36,16 @@ public final class LocalTraining {
   /** The workers and the training arguments, checked as each worker will check them. */
   record Settings(int workers, List<String> trainingArgs) {
     static Settings parse(String[] args) {
-      Map<String, String> options = Args.parse(args, Map.of("--workers", "4", "--epochs", "5", "--global-batch",
-          "240", "--learning-rate", "0.5", "--seed", "7"));
+      Map<String, String> defaults = new java.util.HashMap<>(SoftmaxRegression.DEFAULTS);
+      defaults.put("--workers", "4");
+      Map<String, String> options = Args.parse(args, defaults);
       int workers = Args.positiveInt(options, "--workers");
       if (workers > 16) {
         throw new IllegalArgumentException("--workers must be in 1..16, was " + workers);
       }
       SoftmaxRegression.Settings.of(options);
       List<String> rest = new ArrayList<>();
-      for (String name : List.of("--epochs", "--global-batch", "--learning-rate", "--seed")) {
+      for (String name : new java.util.TreeSet<>(SoftmaxRegression.DEFAULTS.keySet())) {
         rest.add(name);
         rest.add(options.get(name));
       }

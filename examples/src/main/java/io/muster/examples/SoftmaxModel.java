@@ -3,6 +3,7 @@ package io.muster.examples;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import io.muster.checkpoint.Tensor;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 
@@ -86,13 +87,15 @@ final class SoftmaxModel {
   /**
    * One synchronous epoch of SGD over this replica's shard, shuffled with {@code random}: each
    * step's gradient (and loss) is averaged over the replicas before the update, so every replica
-   * makes the same update. Returns the mean loss of the epoch.
+   * makes the same update. Returns the epoch's mean loss and where its time went.
    *
    * @param epoch the epoch's number from 1, to name it when the loss becomes NaN or infinite
    * @throws IllegalStateException at the step whose loss is NaN or infinite, on every replica
    */
-  double trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int epoch, int steps,
+  Epoch trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int epoch, int steps,
       int localBatch, float learningRate) {
+    long start = System.nanoTime();
+    long allReduce = 0;
     int[] order = new int[shard.rows()];
     for (int i = 0; i < order.length; i++) {
       order[i] = i;
@@ -109,7 +112,9 @@ final class SoftmaxModel {
     double total = 0;
     for (int step = 0; step < steps; step++) {
       loss[0] = gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
+      long reduceStart = System.nanoTime();
       strategy.allReduce(List.of(gradW, gradB, loss));
+      allReduce += System.nanoTime() - reduceStart;
       if (!Float.isFinite(loss[0])) { // the same on every replica: each stops at this step
         throw new IllegalStateException(diverged(loss[0], "epoch " + epoch + " step " + (step + 1)));
       }
@@ -121,7 +126,21 @@ final class SoftmaxModel {
       }
       total += loss[0];
     }
-    return total / steps;
+    return new Epoch(total / steps, (long) steps * localBatch * strategy.numReplicasInSync(), System.nanoTime() - start,
+        allReduce);
+  }
+
+  /** An epoch's mean loss, the examples it trained on over all replicas, its time and the part spent in all-reduce. */
+  record Epoch(double loss, long examples, long nanos, long allReduceNanos) {
+    /**
+     * {@code 8507 examples/s on 4 workers; 12% of step time in all-reduce}: this epoch's own rate, so a
+     * slow link or a slow peer shows in the epoch it happens, and the share of the steps that waited on the network
+     * (checkpoints and evaluation are not in it).
+     */
+    String throughput(int workers) {
+      return String.format(Locale.ROOT, "%d examples/s on %d workers; %d%% of step time in all-reduce",
+          Math.round(examples * 1e9 / nanos), workers, Math.round(100.0 * allReduceNanos / nanos));
+    }
   }
 
   /** The failure of a run whose loss became NaN or infinite at {@code where}. */

@@ -260,7 +260,6 @@ public final class SparkDemo {
         System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
       }
       strategy.broadcastFromChief(model.variables());
-      long start = System.nanoTime();
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
         if (ctx.attempt() == 0 && epoch + 1 == options.crashOnceAtEpoch()) {
           // Everyone meets first, so the crash comes after the previous epoch's backup is complete.
@@ -271,7 +270,7 @@ public final class SparkDemo {
                 + ctx.task() + " crashes in epoch " + (epoch + 1) + " of the first run, as asked");
           }
         }
-        double epochLoss = model.trainEpoch(strategy, shard,
+        SoftmaxModel.Epoch trained = model.trainEpoch(strategy, shard,
             new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch,
             options.learningRate());
         double accuracy = model.accuracy(test);
@@ -280,17 +279,14 @@ public final class SparkDemo {
         checkpoint.put("epoch", Tensor.scalar(epoch + 1));
         // The epoch counts as done once its backup is made: its summaries are on disk before, and
         // its checkpoint is numbered by the epoch, so a gang that re-runs it writes the same ckpt-N.
-        summaries.scalar("epoch_loss", epochLoss, epoch + 1);
+        summaries.scalar("epoch_loss", trained.loss(), epoch + 1);
         summaries.scalar("epoch_accuracy", accuracy, epoch + 1);
         summaries.flush();
         checkpoints.save(checkpoint, epoch + 1);
         backup.onEpochEnd(epoch, () -> variables);
         if (strategy.isChief()) {
-          double seconds = (System.nanoTime() - start) / 1e9;
-          ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%d examples/s on %d "
-              + "workers)", epoch + 1, epochs, epochLoss, accuracy,
-              Math.round((epoch + 1 - firstEpoch) * (double) steps * globalBatch / seconds),
-              strategy.numReplicasInSync()));
+          ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%s)", epoch + 1, epochs,
+              trained.loss(), accuracy, trained.throughput(strategy.numReplicasInSync())));
         }
       }
       backup.onTrainEnd();
