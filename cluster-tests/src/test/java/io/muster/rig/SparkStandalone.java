@@ -24,39 +24,56 @@ public final class SparkStandalone implements AutoCloseable {
 
   private final Host masterHost;
   private final Path home;
+  private final Path log4j;
   private final List<HostProcess> daemons = new ArrayList<>();
 
-  private SparkStandalone(Host masterHost, Path home) {
+  private SparkStandalone(Host masterHost, Path home, Path log4j) {
     this.masterHost = masterHost;
     this.home = home;
+    this.log4j = log4j;
   }
 
   /** Starts the Master on {@code master} and a Worker with {@code cores} cores on each of {@code workers}. */
   public static SparkStandalone start(EmulatedHosts rig, Host master, List<Host> workers, int cores) {
-    Path home = layOutHome(rig.dir().resolve("spark-home"));
-    Path log4j = Daemons.log4j(rig.dir());
-    List<Path> classpath = List.of(home.resolve("jars").resolve("*"));
-    SparkStandalone spark = new SparkStandalone(master, home);
+    SparkStandalone spark = new SparkStandalone(master, layOutHome(rig.dir().resolve("spark-home")),
+        Daemons.log4j(rig.dir()));
     try {
-      HostProcess masterProcess = master.start("spark-master", Daemons.java(log4j, classpath, Installed.sparkJvmFlags(),
-          "org.apache.spark.deploy.master.Master", List.of("--host", master.name(), "--port", String.valueOf(PORT),
-              "--webui-port", "8080")), spark.env());
+      HostProcess masterProcess = master.start("spark-master", Daemons.java(spark.log4j, spark.classpath(),
+          Installed.sparkJvmFlags(), "org.apache.spark.deploy.master.Master", List.of("--host", master.name(), "--port",
+              String.valueOf(PORT), "--webui-port", "8080")), spark.env());
       spark.daemons.add(masterProcess);
       masterProcess.awaitLine(Pattern.compile("I have been elected leader"), START, "the Master's start");
-      for (Host host : workers) {
-        spark.daemons.add(host.start("spark-worker", Daemons.java(log4j, classpath, Installed.sparkJvmFlags(),
-            "org.apache.spark.deploy.worker.Worker", List.of("--host", host.name(), "--cores", String.valueOf(cores),
-                "--memory", "1g", "--work-dir", host.scratch().resolve("work").toString(), spark.masterUrl())),
-            spark.env()));
-      }
-      for (HostProcess worker : spark.daemons.subList(1, spark.daemons.size())) {
-        worker.awaitLine(Pattern.compile("Successfully registered with master"), START, "registration with the Master");
-      }
+      List<HostProcess> started = workers.stream().map(host -> spark.launchWorker(host, cores)).toList();
+      started.forEach(SparkStandalone::awaitRegistered);
       return spark;
     } catch (RuntimeException e) {
       spark.close();
       throw e;
     }
+  }
+
+  /**
+   * Starts a Worker with {@code cores} cores on {@code host} and waits until the Master has it; the
+   * Worker and its executors end with {@link Host#killAll}.
+   */
+  public void startWorker(Host host, int cores) {
+    awaitRegistered(launchWorker(host, cores));
+  }
+
+  private HostProcess launchWorker(Host host, int cores) {
+    HostProcess worker = host.start("spark-worker", Daemons.java(log4j, classpath(), Installed.sparkJvmFlags(),
+        "org.apache.spark.deploy.worker.Worker", List.of("--host", host.name(), "--cores", String.valueOf(cores),
+            "--memory", "1g", "--work-dir", host.scratch().resolve("work").toString(), masterUrl())), env());
+    daemons.add(worker);
+    return worker;
+  }
+
+  private static void awaitRegistered(HostProcess worker) {
+    worker.awaitLine(Pattern.compile("Successfully registered with master"), START, "registration with the Master");
+  }
+
+  private List<Path> classpath() {
+    return List.of(home.resolve("jars").resolve("*"));
   }
 
   private static Path layOutHome(Path home) {

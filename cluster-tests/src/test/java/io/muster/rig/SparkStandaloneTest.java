@@ -40,9 +40,9 @@ import org.tensorflow.types.TString;
 import org.tensorflow.types.family.TType;
 
 /**
- * Muster's Spark launcher on a real Spark standalone cluster and real HDFS, across four emulated
- * hosts: the NameNode and the Spark Master on host1, a DataNode and a one-core Spark Worker on each
- * of host2..host4. Jobs are submitted with Spark's own {@code SparkSubmit} from host1 in client
+ * Muster's Spark launcher on a real Spark standalone cluster and real HDFS, across emulated hosts:
+ * the NameNode and the Spark Master on host1, a DataNode and a one-core Spark Worker on each of
+ * host2..host4; host5 is a spare that one test gives a Worker of its own. Jobs are submitted with Spark's own {@code SparkSubmit} from host1 in client
  * mode, as the README says, with Muster's jars in {@code --jars}.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -57,7 +57,7 @@ class SparkStandaloneTest {
   @BeforeAll
   static void startCluster() {
     assumeTrue(EmulatedHosts.unavailable().isEmpty(), () -> "skipped: " + EmulatedHosts.unavailable().orElseThrow());
-    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-spark"), 4);
+    rig = EmulatedHosts.create(Path.of(System.getProperty("java.io.tmpdir"), "rig-spark"), 5);
     List<Host> workers = rig.hosts().subList(1, 4);
     hdfs = Hdfs.start(rig, rig.host(1), workers);
     spark = SparkStandalone.start(rig, rig.host(1), workers, 1);
@@ -79,8 +79,13 @@ class SparkStandaloneTest {
 
   /** spark-submit of Muster's jars with the cluster's usual settings for a gang of three one-core executors. */
   private static List<String> submitArgs(String master, String mainClass, List<String> appArgs) {
+    return submitArgs(master, mainClass, 3, appArgs);
+  }
+
+  /** The same with {@code executors} one-core executors. */
+  private static List<String> submitArgs(String master, String mainClass, int executors, List<String> appArgs) {
     List<String> args = new ArrayList<>(List.of("--master", master, "--deploy-mode", "client",
-        "--executor-memory", "512m", "--total-executor-cores", "3", "--executor-cores", "1",
+        "--executor-memory", "512m", "--total-executor-cores", String.valueOf(executors), "--executor-cores", "1",
         "--conf", "spark.dynamicAllocation.enabled=false",
         "--conf", "spark.ui.enabled=false",
         "--jars", String.join(",", Installed.musterJars().stream().map(Path::toString).toList()),
@@ -181,10 +186,7 @@ class SparkStandaloneTest {
         hdfs.restartDataNode(rig.host(4));
       }
     }
-    List<String> verify = new ArrayList<>(List.of(Installed.java(), "-Xmx256m", "-cp",
-        Installed.joined(Stream.concat(Stream.of(hdfs.conf()), Installed.cli().stream()).toList()),
-        "io.muster.cli.Muster", "checkpoint", "verify", out + "/ckpt"));
-    try (HostProcess p = client.start("checkpoint-verify", verify, Map.of())) {
+    try (HostProcess p = client.start("checkpoint-verify", checkpointVerify(out + "/ckpt"), Map.of())) {
       assertEquals(0, p.waitFor(JOB), p.tail());
       assertTrue(String.join("\n", p.stdout()).contains("ckpt-30"), p.tail());
     }
@@ -275,6 +277,123 @@ class SparkStandaloneTest {
         }
       }
     }
+  }
+
+  /**
+   * A worker host cut while the demo trains, with a spare host (a fourth one-core Worker on host5,
+   * four executors for a gang of three): the driver hears nothing from the cut host's task and fails
+   * the gang within seconds; Spark still counts that task's slot busy, so the re-run takes the three
+   * free slots on the healthy hosts and resumes from the backup; the job succeeds and its last
+   * checkpoint verifies; the driver ends as soon as its job has. The HDFS client's socket timeout is
+   * 5 s, as the README advises where hosts can go silent: the cut host may be a DataNode, and every
+   * read or write through it would wait 60 s.
+   */
+  @Test
+  @Order(Integer.MAX_VALUE - 2)
+  void withASpareHostAHostCutWhileTheDemoTrainsIsRecoveredOnTheHealthyHostsFromTheBackup() throws Exception {
+    Host spare = rig.host(5);
+    spark.startWorker(spare, 1);
+    hdfs.client().copyFromLocalFile(new org.apache.hadoop.fs.Path(blobsCsv(rig.dir().resolve("blobs.csv")).toUri()),
+        hdfs.path("/data/blobs.csv"));
+    String out = hdfs.uri() + "/jobs/spare-host";
+    List<String> args = new ArrayList<>(List.of("--conf", "spark.hadoop.dfs.client.socket-timeout=5000"));
+    args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", 4, List.of("--data", hdfs.uri()
+        + "/data/blobs.csv", "--workers", "3", "--global-batch", "60", "--epochs", "120", "--out", out)));
+    Set<Path> before = new HashSet<>(executorDirs());
+    HostProcess run;
+    Host cut;
+    Duration failedAfter;
+    Duration trainingAgainAfter;
+    Duration exitedAfterResult;
+    try (HostProcess p = spark.submit(client, "submit-spare-host", hdfs.conf(), args)) {
+      run = p;
+      p.awaitLine(Pattern.compile("INFO  epoch 5/120: "), JOB, "epoch 5");
+      cut = hostLogging(before, "worker 1: MultiWorkerMirroredStrategy ready").get(0);
+      long cutAt = System.nanoTime();
+      cut.cutLink();
+      try {
+        int failed = awaitLineFrom(p, 0, Pattern.compile("attempt 1 of 2 failed: .*re-running the gang"), "attempt 1's "
+            + "failure");
+        failedAfter = Duration.ofNanos(System.nanoTime() - cutAt);
+        awaitLineFrom(p, failed + 1, Pattern.compile("INFO  epoch \\d+/120: "), "attempt 2's first epoch");
+        trainingAgainAfter = Duration.ofNanos(System.nanoTime() - cutAt);
+        p.awaitLine(Pattern.compile("^held-out accuracy "), JOB, "the job's result");
+        long result = System.nanoTime();
+        assertEquals(0, p.waitFor(JOB), p.tail());
+        exitedAfterResult = Duration.ofNanos(System.nanoTime() - result);
+      } finally {
+        cut.healLink();
+        long healed = System.currentTimeMillis();
+        io.muster.testing.Eventually.within(Duration.ofSeconds(120), "the Master hearing " + cut + "'s Worker again",
+            () -> spark.lastHeartbeat(cut) > healed);
+      }
+    } finally {
+      spare.killAll(); // the later tests count on three Workers
+      io.muster.testing.Eventually.within(Duration.ofSeconds(60), "the Master dropping host5's Worker",
+          () -> spark.lastHeartbeat(spare) < 0);
+    }
+    System.out.println(cut + " cut with a spare host: attempt 1 failed " + failedAfter.toMillis() + " ms after the cut, "
+        + "attempt 2 trained an epoch " + trainingAgainAfter.toMillis() + " ms after it; the driver exited "
+        + exitedAfterResult.toMillis() + " ms after its result");
+    // the failure names the cut task and its address (the coordination leader declared it failed:
+    // "stopped sending heartbeats for 10 s): /job:worker/replica:0/task:1 (198.18.3.5:35955)")
+    String failure = run.stderr().stream().filter(l -> l.contains("attempt 1 of 2 failed: ")).findFirst().orElse("");
+    assertTrue(failure.contains("task:1 (" + cut.address() + ":") && failure.endsWith("; re-running the gang"),
+        run.tail());
+    Matcher resumed = Pattern.compile("the gang ran 2 times; the last run resumed from the backup at epoch (\\d+)")
+        .matcher(String.join("\n", run.stdout()));
+    assertTrue(resumed.find() && Integer.parseInt(resumed.group(1)) >= 5, run.tail());
+    assertTrue(last(run.stdout()).startsWith("held-out accuracy "), run.tail());
+    // attempt 2's three tasks ran on the healthy hosts: the cut host's executor logged its strategy's start once
+    List<Host> ready = hostLogging(before, "MultiWorkerMirroredStrategy ready, replica");
+    assertEquals(6, ready.size(), "three tasks an attempt: " + ready);
+    assertEquals(1, ready.stream().filter(cut::equals).count(), "the cut host ran attempt 1 alone: " + ready);
+    // hang guards, not speed targets (Spark's own detection takes spark.network.timeout, 120 s): the figures are
+    // in the README
+    assertTrue(failedAfter.compareTo(Duration.ofSeconds(20)) < 0, "attempt 1 failed " + failedAfter + " after the cut");
+    assertTrue(trainingAgainAfter.compareTo(Duration.ofSeconds(30)) < 0, "attempt 2 trained " + trainingAgainAfter
+        + " after the cut");
+    // the cut executor answers no cleanup: with Spark's blocking cleaner the driver's stop waited 120 s for it
+    assertTrue(exitedAfterResult.compareTo(Duration.ofSeconds(30)) < 0, "the driver exited " + exitedAfterResult
+        + " after its result");
+    try (HostProcess p = client.start("checkpoint-verify-spare-host", checkpointVerify(out + "/ckpt"), Map.of())) {
+      assertEquals(0, p.waitFor(JOB), p.tail());
+      assertTrue(String.join("\n", p.stdout()).contains("ckpt-120"), p.tail());
+    }
+  }
+
+  /** {@code muster checkpoint verify DIR} with the rig's HDFS configuration. */
+  private static List<String> checkpointVerify(String dir) {
+    return List.of(Installed.java(), "-Xmx256m", "-cp", Installed.joined(Stream.concat(Stream.of(hdfs.conf()),
+        Installed.cli().stream()).toList()), "io.muster.cli.Muster", "checkpoint", "verify", dir);
+  }
+
+  /** The host of each executor started after {@code before} whose log has {@code text}, once per line with it. */
+  private static List<Host> hostLogging(Set<Path> before, String text) throws Exception {
+    List<Host> hosts = new ArrayList<>();
+    for (Path dir : executorDirs()) {
+      Path stderr = dir.resolve("stderr");
+      if (!before.contains(dir) && Files.exists(stderr)) {
+        Host host = rig.hosts().stream().filter(h -> dir.startsWith(h.scratch())).findFirst().orElseThrow();
+        Files.readAllLines(stderr).stream().filter(l -> l.contains(text)).forEach(l -> hosts.add(host));
+      }
+    }
+    return hosts;
+  }
+
+  /** The index of the first line of {@code p}'s stderr from {@code from} on that has {@code line}. */
+  private static int awaitLineFrom(HostProcess p, int from, Pattern line, String what) throws Exception {
+    long deadline = System.nanoTime() + JOB.toNanos();
+    while (System.nanoTime() < deadline && p.isAlive()) {
+      List<String> err = p.stderr();
+      for (int i = from; i < err.size(); i++) {
+        if (line.matcher(err.get(i)).find()) {
+          return i;
+        }
+      }
+      Thread.sleep(50);
+    }
+    throw new IllegalStateException("no " + what + "\n" + p.tail());
   }
 
   /**

@@ -12,6 +12,13 @@ import org.apache.spark.sql.SparkSession;
  * its arguments are checked), and stopped when the command ends.
  */
 final class LocalSpark implements AutoCloseable {
+  /**
+   * Spark's default (true) has its cleaner thread wait for every executor to drop a broadcast or RDD
+   * the driver no longer uses; an executor on a host cut off never answers, the wait lasts
+   * {@code spark.rpc.askTimeout} (120 s), and stopping the SparkContext waits for that thread: a job
+   * that had finished held its driver that long after a host was lost. Unless the user sets it.
+   */
+  static final String CLEANER_BLOCKING = "spark.cleaner.referenceTracking.blocking";
   private final String app;
   private SparkSession session;
 
@@ -71,6 +78,9 @@ final class LocalSpark implements AutoCloseable {
           builder.master("local[" + cores.applyAsInt(settings) + "]").config("spark.ui.enabled", "false")
               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
               .config("spark.barrier.sync.timeout", "300s");
+        }
+        if (System.getProperty(CLEANER_BLOCKING) == null) { // spark-submit's --conf are system properties here
+          builder.config(CLEANER_BLOCKING, "false");
         }
         session = builder.getOrCreate();
       }

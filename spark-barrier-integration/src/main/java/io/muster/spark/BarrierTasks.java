@@ -25,18 +25,29 @@ final class BarrierTasks {
   /**
    * Binds this task's server (port 0, on {@code host} or the executor's address), exchanges the
    * members' addresses ({@link #exchange}) so every task forms the same cluster, and runs
-   * {@code body}; Spark killing the task closes the server and interrupts this thread.
+   * {@code body}; Spark killing the task closes the server and interrupts this thread. After a
+   * failure or a kill the server stops at once: its clients may include a task on a host cut off,
+   * whose call in flight would hold a graceful stop for its whole grace, and the slot with it.
    */
   static <R> R inGang(BarrierTaskContext ctx, GangSpec gang, TaskId task, Security security, String host,
       Rendezvous rendezvous, InGang<R> body) throws Exception {
     String bindHost = host != null ? host : executorHost(ctx);
     Thread worker = Thread.currentThread();
-    try (TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
-        KillWatch watch = new KillWatch(ctx, () -> {
-          server.close();
-          worker.interrupt();
-        })) {
-      return body.run(server, gang.formed(exchange(ctx, rendezvous, task, server.address())).cluster());
+    TaskServer server = TaskServer.start(task, new HostPort(bindHost, 0), security);
+    boolean done = false;
+    try (KillWatch watch = new KillWatch(ctx, () -> {
+      server.closeNow();
+      worker.interrupt();
+    })) {
+      R result = body.run(server, gang.formed(exchange(ctx, rendezvous, task, server.address())).cluster());
+      done = true;
+      return result;
+    } finally {
+      if (done) {
+        server.close();
+      } else {
+        server.closeNow();
+      }
     }
   }
 

@@ -7,6 +7,7 @@ import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.Writer;
 import java.net.InetAddress;
@@ -156,10 +157,10 @@ final class CommandLogs {
       return listener.address();
     }
 
-    private void read(Socket connection) {
+    private void read(Socket connection, InputStream input) {
       TaskId task = null;
       try (connection) {
-        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "log");
+        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, input, token, "log");
         if (presented.isEmpty()) {
           return;
         }

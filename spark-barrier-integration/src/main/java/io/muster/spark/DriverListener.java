@@ -4,7 +4,9 @@ import io.muster.cluster.TaskId;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
+import java.io.FilterInputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
 import java.io.UncheckedIOException;
@@ -18,7 +20,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.Consumer;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,10 +30,16 @@ import org.slf4j.LoggerFactory;
  * {@link ProgressLink}): one port, bound before its address is handed to the tasks, a reader thread
  * per connection, and a close that lets every reader finish what its task sent. A task connects
  * with {@link #connect}, which presents the job's token and the task's name first.
+ *
+ * <p>The close waits for a connection only while it delivers: one quiet for {@link #QUIET} is left
+ * to its reader, which goes on logging what comes. A task on a host cut off from the driver sends
+ * nothing more, not even its end, and the run's end (or its re-run) does not wait for it.
  */
 final class DriverListener implements AutoCloseable {
-  /** How long closing waits for the lines still on their way. */
+  /** How long closing waits, at most, for the lines still on their way. */
   private static final Duration READ_REMAINING = Duration.ofSeconds(5);
+  /** How long closing waits for a connection that delivers nothing. */
+  static final Duration QUIET = Duration.ofSeconds(1);
   private static final Duration CONNECT = Duration.ofSeconds(10);
   /** How long a connection may take to present its token and task name. */
   private static final Duration HEADER = Duration.ofSeconds(10);
@@ -40,11 +49,12 @@ final class DriverListener implements AutoCloseable {
 
   private final ServerSocket socket;
   private final String advertisedHost;
-  private final List<Thread> readers = new CopyOnWriteArrayList<>();
+  private final List<Reader> readers = new CopyOnWriteArrayList<>();
   private final String name;
-  private final Consumer<Socket> reader;
+  private final BiConsumer<Socket, InputStream> reader;
 
-  private DriverListener(ServerSocket socket, String advertisedHost, String name, Consumer<Socket> reader) {
+  private DriverListener(ServerSocket socket, String advertisedHost, String name,
+      BiConsumer<Socket, InputStream> reader) {
     this.socket = socket;
     this.advertisedHost = advertisedHost;
     this.name = name;
@@ -56,7 +66,7 @@ final class DriverListener implements AutoCloseable {
    * its own, named {@code name}-reader; {@code what} names the link in errors.
    */
   static DriverListener start(String bindHost, String advertisedHost, String name, String what,
-      Consumer<Socket> reader) {
+      BiConsumer<Socket, InputStream> reader) {
     try {
       ServerSocket socket = new ServerSocket();
       socket.bind(new InetSocketAddress(InetAddress.getByName(bindHost), 0));
@@ -86,10 +96,48 @@ final class DriverListener implements AutoCloseable {
   }
 
   private void read(Socket connection) {
-    Thread thread = new Thread(() -> reader.accept(connection), name + "-reader");
+    AtomicLong lastHeard = new AtomicLong(System.nanoTime());
+    Thread thread = new Thread(() -> {
+      try {
+        reader.accept(connection, heard(connection.getInputStream(), lastHeard));
+      } catch (IOException e) {
+        log.debug("a {} connection from {} broke at once: {}", name, connection.getRemoteSocketAddress(), e.toString());
+        closeQuietly(connection);
+      }
+    }, name + "-reader");
     thread.setDaemon(true);
-    readers.add(thread);
+    readers.add(new Reader(thread, lastHeard));
     thread.start();
+  }
+
+  /** A connection's reader thread, and when its connection last delivered (nanoTime). */
+  private record Reader(Thread thread, AtomicLong lastHeard) {}
+
+  /** {@code in}, noting in {@code lastHeard} when each read returns. */
+  private static InputStream heard(InputStream in, AtomicLong lastHeard) {
+    return new FilterInputStream(in) {
+      @Override
+      public int read() throws IOException {
+        int b = super.read();
+        lastHeard.set(System.nanoTime());
+        return b;
+      }
+
+      @Override
+      public int read(byte[] buffer, int offset, int length) throws IOException {
+        int n = super.read(buffer, offset, length);
+        lastHeard.set(System.nanoTime());
+        return n;
+      }
+    };
+  }
+
+  private static void closeQuietly(Socket connection) {
+    try {
+      connection.close();
+    } catch (IOException ignored) {
+      // closing
+    }
   }
 
   /** A connection that presented this job's token: its reader, past the token and the task's name line. */
@@ -100,9 +148,10 @@ final class DriverListener implements AutoCloseable {
    * {@link #HEADER}; when the token is not this job's, logs that the {@code what} connection was
    * refused and returns empty. Reads after it have no deadline: a task may be silent for hours.
    */
-  static Optional<Presented> presented(Socket connection, JobToken token, String what) throws IOException {
+  static Optional<Presented> presented(Socket connection, InputStream input, JobToken token, String what)
+      throws IOException {
     connection.setSoTimeout((int) HEADER.toMillis());
-    BufferedReader in = new BufferedReader(new InputStreamReader(connection.getInputStream(), StandardCharsets.UTF_8));
+    BufferedReader in = new BufferedReader(new InputStreamReader(input, StandardCharsets.UTF_8));
     String presented = in.readLine();
     if (presented == null || !token.matches(presented)) {
       log.warn("refused a {} connection from {}: it did not present this job's token", what,
@@ -156,10 +205,17 @@ final class DriverListener implements AutoCloseable {
     } catch (IOException ignored) {
       // closing
     }
-    long deadline = System.nanoTime() + READ_REMAINING.toNanos();
-    for (Thread reader : readers) {
+    long closing = System.nanoTime();
+    long deadline = closing + READ_REMAINING.toNanos();
+    for (Reader reader : readers) {
       try {
-        reader.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
+        while (reader.thread().isAlive()) {
+          long now = System.nanoTime();
+          if (now >= deadline || now - Math.max(closing, reader.lastHeard().get()) >= QUIET.toNanos()) {
+            break; // quiet: its reader logs whatever still comes
+          }
+          reader.thread().join(50);
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;

@@ -6,6 +6,7 @@ import io.muster.launch.GangSpec;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.Writer;
 import java.net.Socket;
@@ -100,9 +101,9 @@ final class GangRendezvous implements AutoCloseable {
     return Optional.ofNullable(failure);
   }
 
-  private void read(Socket connection) {
+  private void read(Socket connection, InputStream input) {
     try {
-      Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "rendezvous");
+      Optional<DriverListener.Presented> presented = DriverListener.presented(connection, input, token, "rendezvous");
       if (presented.isEmpty()) {
         connection.close();
         return;

@@ -4,6 +4,7 @@ import io.muster.cluster.TaskId;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.Writer;
 import java.net.Socket;
 import java.util.Optional;
@@ -55,9 +56,9 @@ final class ProgressLink {
       return listener.address();
     }
 
-    private void read(Socket connection) {
+    private void read(Socket connection, InputStream input) {
       try (connection) {
-        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, token, "progress");
+        Optional<DriverListener.Presented> presented = DriverListener.presented(connection, input, token, "progress");
         if (presented.isEmpty()) {
           return;
         }
