@@ -85,7 +85,7 @@ class RuntimeAcrossHostsTest {
     return command;
   }
 
-  /** The softmax workers' final weights (one hash, the same on every host), with the chief's epoch lines and the run's time. */
+  /** The softmax workers' final weights (the same on every host), the chief's epoch lines, and the run's time. */
   private record SoftmaxRun(String weights, List<String> epochLines, Duration took) {}
 
   private static SoftmaxRun softmaxOnThreeHosts(String name, List<String> command) {

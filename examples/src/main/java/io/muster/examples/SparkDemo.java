@@ -285,8 +285,8 @@ public final class SparkDemo {
         checkpoints.save(checkpoint, epoch + 1);
         backup.onEpochEnd(epoch, () -> variables);
         if (strategy.isChief()) {
-          ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%s)", epoch + 1, epochs,
-              trained.loss(), accuracy, trained.throughput(strategy.numReplicasInSync())));
+          ctx.progress(String.format(Locale.ROOT, "epoch %d/%d: loss %.4f held-out accuracy %.4f (%s)", epoch + 1,
+              epochs, trained.loss(), accuracy, trained.throughput(strategy.numReplicasInSync())));
         }
       }
       backup.onTrainEnd();
