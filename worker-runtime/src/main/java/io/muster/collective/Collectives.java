@@ -18,6 +18,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiConsumer;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -30,10 +31,13 @@ import org.slf4j.LoggerFactory;
  * contributions may differ in length); a rank that does not is detected and the group fails. Calls
  * block until this rank has its result, and every rank gets bitwise-identical results: each element
  * is reduced in one order fixed by the rank count and the size, the same on every rank.
- * A group fails when a peer dies (at once: its stream closes), when no data arrives for the
- * timeout, or when {@link #abort} is called (the strategy calls it when the coordination service
- * declares a task failed); the failure reaches every rank, and every later call throws the
- * first cause. Calls on one instance are serialised.
+ * A group fails when a peer dies (at once: its stream closes), when the stream a call waits on
+ * stays silent for the timeout, or when {@link #abort} is called (the strategy calls it when the
+ * coordination service declares a task failed); the failure reaches every rank, and every later
+ * call throws the first cause. A rank that is alive keeps its streams from going silent (a
+ * keepalive every quarter of the timeout when it has nothing to send), so a rank busy between
+ * collectives, saving a checkpoint or reading its data, holds the others up but does not fail
+ * them; a frozen process or a host cut off does. Calls on one instance are serialised.
  */
 public final class Collectives implements AutoCloseable {
 
@@ -100,6 +104,10 @@ public final class Collectives implements AutoCloseable {
   private ByteBuffer gathered = ByteBuffer.allocateDirect(0);
   private int seq;
   private volatile String currentOp;
+  /** What {@link #whenFailed} was given, until the group fails. */
+  private final List<Consumer<String>> failureActions = new ArrayList<>();
+  /** The reason the group failed, once it has; guarded by failureActions. */
+  private String failedFor;
 
   private Collectives(CollectiveGroup group, Ring ring, List<Ring> partners, Duration timeout) {
     this.group = group;
@@ -116,7 +124,10 @@ public final class Collectives implements AutoCloseable {
     this.rings = List.copyOf(all);
     this.waitingOn = ring;
     for (Ring r : rings) {
-      r.onFailed(reason -> rings.forEach(other -> other.fail(reason, null)));
+      r.onFailed(reason -> {
+        rings.forEach(other -> other.fail(reason, null));
+        groupFailed(reason);
+      });
     }
     this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "muster-collective-watchdog-" + group.self().job() + "-" + group.self().index());
@@ -124,7 +135,10 @@ public final class Collectives implements AutoCloseable {
       return t;
     });
     long period = Math.max(50, timeout.toMillis() / 4);
-    watchdog.scheduleAtFixedRate(this::checkProgress, period, period, TimeUnit.MILLISECONDS);
+    watchdog.scheduleAtFixedRate(() -> {
+      rings.forEach(Ring::keepAlive);
+      checkProgress();
+    }, period, period, TimeUnit.MILLISECONDS);
   }
 
   /**
@@ -135,7 +149,8 @@ public final class Collectives implements AutoCloseable {
    * @param advertisedHost the host peers reach this task at (its {@code TF_CONFIG} host)
    * @param security the job token every stream opens with, and TLS for the streams when configured
    *     (the task server's certificate and trusted certificates)
-   * @param timeout how long a collective may go without receiving data; also the set-up deadline
+   * @param timeout how long a collective may wait on a silent stream (no data, no keepalive); also
+   *     the set-up deadline
    */
   public static Collectives create(CollectiveGroup group, String name, String advertisedHost, CoordinationAgent agent,
       Security security, CommunicationOptions options, Duration timeout) {
@@ -525,6 +540,36 @@ public final class Collectives implements AutoCloseable {
         }
       });
     }
+  }
+
+  /**
+   * Gives {@code action} the reason once the group fails, whatever the cause (a peer, the timeout,
+   * the coordination service, {@link #abort}), on the thread that failed it; at once when it has
+   * failed already. For short actions: a launcher uses it to bound how long a failed task takes to
+   * leave.
+   */
+  public void whenFailed(Consumer<String> action) {
+    String reason;
+    synchronized (failureActions) {
+      if (failedFor == null) {
+        failureActions.add(action);
+        return;
+      }
+      reason = failedFor;
+    }
+    action.accept(reason);
+  }
+
+  private void groupFailed(String reason) {
+    List<Consumer<String>> actions;
+    synchronized (failureActions) {
+      if (failedFor != null) {
+        return;
+      }
+      failedFor = reason;
+      actions = List.copyOf(failureActions);
+    }
+    actions.forEach(a -> a.accept(reason));
   }
 
   /** Whether the group has failed (every later call throws). */

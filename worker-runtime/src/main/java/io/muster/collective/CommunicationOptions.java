@@ -10,7 +10,9 @@ import java.util.Optional;
  *
  * @param implementation AUTO and RING run the ring over TCP; NCCL asked for without a GPU logs a
  *     warning and runs the ring (the NCCL path is not built yet)
- * @param timeout how long a collective may go without receiving any data before it fails
+ * @param timeout how long a collective may wait on a silent peer before it fails: one that sends
+ *     neither data nor the keepalive a live rank sends while busy elsewhere (a frozen process, a
+ *     host cut off); a peer that is only slow to call holds the collective up without failing it
  *     (empty: the coordination heartbeat timeout plus 2 s, so that the service names a silent task first)
  * @param bytesPerPack gradients are packed into buffers of about this size before all-reduce;
  *     0 packs everything into one buffer

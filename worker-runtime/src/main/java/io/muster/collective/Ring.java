@@ -38,7 +38,9 @@ import org.slf4j.LoggerFactory;
  * frames: a 16-byte header (type, op sequence number, step, payload length) then the payload, so a
  * rank that calls a different collective, or with a different size, is caught instead of mixing
  * data. When the group fails, an ABORT frame carrying the reason is passed on around the ring, so
- * every rank fails with the words of the rank that saw the failure first.
+ * every rank fails with the words of the rank that saw the failure first. Between frames, a rank
+ * that is alive sends a header-only KEEPALIVE frame when asked ({@link #keepAlive}): a stream that
+ * stays silent then means a frozen process or a host cut off, not a peer busy between collectives.
  *
  * <p>A collective is one {@link #transfer}: the steps this rank sends and receives, moved by the
  * calling thread alone over non-blocking streams. It writes what the next rank can take, reads
@@ -55,6 +57,7 @@ final class Ring implements AutoCloseable {
   static final int FRAME_BYTES = 256 << 10;
   private static final int DATA = 1;
   private static final int ABORT = 2;
+  private static final int KEEPALIVE = 3;
   /** How long a rank polls a stream that has nothing before it sleeps: about three loopback round trips. */
   private static final long POLL_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
   /** How long a rank sleeps when the next rank takes no bytes, unless a TLS pump wakes it. */
@@ -81,6 +84,9 @@ final class Ring implements AutoCloseable {
   private final ByteBuffer writeHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN).limit(0);
   /** Payload bytes of the frame being written that are still to go, which an abort must send first. */
   private int openFrame;
+  /** A KEEPALIVE frame; when the stream took only part of it, the rest goes before any other frame. */
+  private final ByteBuffer keepAlive = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN).limit(0);
+  private final ByteBuffer[] keepAliveFrame = {keepAlive};
   private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
   private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   /** The first failure: its reason, and what caused it (kept as the cause of every later failure's exception). */
@@ -351,6 +357,10 @@ final class Ring implements AutoCloseable {
       writeLock.lock();
       try {
         check();
+        if (keepAlive.hasRemaining() && (toNext.write(keepAliveFrame) == 0 || keepAlive.hasRemaining())) {
+          sendBlocked = true;
+          return false;
+        }
         if (sendFrameEnd < 0) {
           int frame = Math.min(FRAME_BYTES, length - sent);
           writeHeader.clear();
@@ -423,10 +433,9 @@ final class Ring implements AutoCloseable {
       }
       lastProgressNanos = System.nanoTime();
       if (header) {
-        if (readHeader.hasRemaining()) {
+        if (!headerReady(into, start)) {
           return true;
         }
-        readHeader.flip();
         int type = readHeader.getInt();
         int gotSeq = readHeader.getInt();
         int gotStep = readHeader.getInt();
@@ -459,6 +468,26 @@ final class Ring implements AutoCloseable {
         }
       }
       return true;
+    }
+
+    /**
+     * Whether {@code readHeader} holds, flipped, the whole header of a frame other than a
+     * KEEPALIVE, which it drops. The read that filled a keepalive's header may have run on into
+     * {@code into} (from {@code start}) with the bytes after it: they are the next frame's, so they
+     * move back into the header and down to {@code start}.
+     */
+    private boolean headerReady(ByteBuffer into, int start) {
+      while (!readHeader.hasRemaining()) {
+        readHeader.flip();
+        if (readHeader.getInt(0) != KEEPALIVE) {
+          return true;
+        }
+        int after = into.position() - start;
+        int toHeader = Math.min(after, HEADER);
+        readHeader.clear().put(0, into, start, toHeader).position(toHeader);
+        into.put(start, into, start + toHeader, after - toHeader).position(start + after - toHeader);
+      }
+      return false;
     }
 
     /** Reduces the whole elements staged so far into the target, keeping a partial one for the next read. */
@@ -547,6 +576,30 @@ final class Ring implements AutoCloseable {
     return new String(reason, 0, rest.position(), StandardCharsets.UTF_8);
   }
 
+  /**
+   * Sends the next rank a KEEPALIVE frame, unless a frame is being written (its bytes tell the
+   * next rank as much) or the ring has failed. Called by the group's watchdog, every quarter of
+   * the timeout: a rank busy between collectives (saving, reading its data) thus keeps the
+   * ranks waiting on it from timing out. A broken stream is left for the next collective to find.
+   */
+  void keepAlive() {
+    if (!writeLock.tryLock()) {
+      return; // a collective is writing
+    }
+    try {
+      if (failure.get() != null || openFrame > 0 || writeHeader.hasRemaining() || keepAlive.hasRemaining()) {
+        return;
+      }
+      keepAlive.clear();
+      keepAlive.putInt(KEEPALIVE).putInt(-1).putInt(-1).putInt(0).flip();
+      toNext.write(keepAliveFrame);
+    } catch (IOException e) {
+      log.debug("no keepalive to {}: {}", nextTask, e.toString());
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
   // ---- failure --------------------------------------------------------------------------------
 
   /** Throws if the group has failed. */
@@ -618,9 +671,9 @@ final class Ring implements AutoCloseable {
       byte[] words = reason.getBytes(StandardCharsets.UTF_8);
       ByteBuffer abort = ByteBuffer.allocate(HEADER + words.length).order(ByteOrder.LITTLE_ENDIAN);
       abort.putInt(ABORT).putInt(-1).putInt(-1).putInt(words.length).put(words).flip();
-      ByteBuffer[] frames = {writeHeader, ByteBuffer.allocate(openFrame), abort};
+      ByteBuffer[] frames = {keepAlive, writeHeader, ByteBuffer.allocate(openFrame), abort};
       long deadline = System.nanoTime() + ABORT_NANOS;
-      while (frames[2].hasRemaining() && System.nanoTime() < deadline) {
+      while (abort.hasRemaining() && System.nanoTime() < deadline) {
         if (toNext.write(frames) == 0) {
           LockSupport.parkNanos(20_000);
         }

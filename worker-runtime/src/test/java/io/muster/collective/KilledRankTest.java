@@ -1,5 +1,6 @@
 package io.muster.collective;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.ClusterSpec;
@@ -26,21 +27,23 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Rank 2 of 4, a child JVM, is killed with SIGKILL in the middle of all-reduces: long ones by
  * halving and doubling, and small ones by recursive doubling. Both use only the pair streams, and
  * rank 1's pairs are ranks 0 and 3: with no stream to rank 2 in use, it hears of the death from
- * the ranks that have one.
+ * the ranks that have one. Or rank 2 is frozen with SIGSTOP: its streams stay open and silent, as
+ * to a host cut off, and the ranks waiting on it time out (5 s, before the coordination service's
+ * 10 s heartbeat timeout) while the others' keepalives go on.
  */
 class KilledRankTest {
 
   private static final Duration TIMEOUT = Duration.ofSeconds(5);
 
-  @ParameterizedTest(name = "{0} floats")
-  @ValueSource(ints = {8 << 20, 1024}) // 32 MiB per op (several hundred ms each), 4 KiB
-  void everyOtherRankFailsNamingTheDeadRank(int floats) throws Exception {
+  @ParameterizedTest(name = "SIG{0}, {1} floats")
+  @CsvSource({"KILL, 8388608", "KILL, 1024", "STOP, 8388608", "STOP, 1024"}) // 32 MiB per op (several hundred ms each), 4 KiB
+  void everyOtherRankFailsNamingTheDeadRank(String signal, int floats) throws Exception {
     Security security = Security.of(LocalCluster.TOKEN);
     List<String> addresses = new ArrayList<>();
     List<TaskServer> servers = new ArrayList<>();
@@ -99,18 +102,25 @@ class KilledRankTest {
       Eventually.within(Duration.ofSeconds(120), "two all-reduces completed on every rank",
           () -> completed.stream().allMatch(n -> n.get() >= 2));
       long killed = System.nanoTime();
-      child.kill(); // returns once the process is gone
+      if (signal.equals("KILL")) {
+        child.kill(); // returns once the process is gone
+      } else {
+        assertEquals(0, new ProcessBuilder("kill", "-STOP", Long.toString(child.process().pid())).start().waitFor());
+      }
       long[] atKill = completed.stream().mapToLong(AtomicLong::get).toArray();
       for (int r = 0; r < loops.size(); r++) {
         String message = loops.get(r).get(60, TimeUnit.SECONDS); // a hang guard
         assertTrue(message.contains("worker 2"), message);
+        if (signal.equals("STOP")) {
+          assertTrue(message.contains("timed out: no data from worker 2 for "), message);
+        }
         // the all-reduce under way when rank 2 died failed, not one after it: at most that one completed
         // (where rank 2's part of it had arrived already)
         assertTrue(completed.get(r).get() <= atKill[r] + 1, "rank " + r + " completed " + completed.get(r).get()
             + " all-reduces, " + atKill[r] + " at the kill");
       }
       Duration took = Duration.ofNanos(System.nanoTime() - killed);
-      System.out.println("all three ranks failed " + took.toMillis() + " ms after SIGKILL of rank 2");
+      System.out.println("all three ranks failed " + took.toMillis() + " ms after SIG" + signal + " of rank 2");
       CollectiveException later = org.junit.jupiter.api.Assertions.assertThrows(CollectiveException.class,
           () -> ranks.get(0).allReduce(new float[4], ReduceOp.SUM));
       assertTrue(later.getMessage().contains("worker 2"), later.getMessage());
