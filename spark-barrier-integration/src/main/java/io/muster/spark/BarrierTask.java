@@ -71,12 +71,14 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
         try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
             .security(security).server(server).coordination(coordination).communication(communication).build()) {
           R result;
-          try {
+          LeaveDeadline leave = new LeaveDeadline(task);
+          strategy.collectives().whenFailed(leave::gangFailed);
+          try (leave) {
             result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, run, attempt,
                 BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get(), progress::send));
           } catch (Exception e) {
-            Exception failure = ctx.isInterrupted() || isTheClusters(e) ? e
-                : new UsersFailureException(task + ": " + e, e);
+            Exception failure = leave.gangsFailure(e).map(Exception.class::cast).orElseGet(() ->
+                ctx.isInterrupted() || isTheClusters(e) ? e : new UsersFailureException(task + ": " + e, e));
             // Fail the whole gang now rather than leaving the other tasks to time out waiting for this one.
             // The reason names the failure's class: the other tasks' errors quote it, so whichever task's
             // failure reaches the driver first, the driver can tell a user's failure (not retried).

@@ -204,6 +204,47 @@ class BarrierTrainerTest {
     assertTrue(!java.nio.file.Files.exists(tmp.resolve("backup").resolve("chief")), "the backup is gone after success");
   }
 
+  /**
+   * Every task of a failed gang still closing a file that blocks (as one whose HDFS pipeline holds
+   * a DataNode on a host cut off does, for the client's socket timeouts): no task throws, so Spark
+   * would not end the stage, and the slots stay held. Each is interrupted a second after its gang
+   * failed, and the gang re-runs.
+   */
+  @Test
+  void tasksStillClosingTheirFilesAfterTheirGangFailedAreInterruptedAndTheGangReRuns(@TempDir Path tmp)
+      throws Exception {
+    String closes = tmp.resolve("closes").toString();
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(3).maxAttempts(2).build();
+    String result = trainer.fit(spark.parallelize(IntStream.range(0, 30).boxed().toList(), 3), ctx -> {
+      if (ctx.attempt() == 1) {
+        return "attempt 1";
+      }
+      try {
+        ctx.strategy().barrier("all-started");
+        if (ctx.task().index() == 1) {
+          ctx.strategy().abort("worker 1 lost its host");
+        }
+        ctx.strategy().allReduce(List.of(new float[] {1})); // throws on every task
+        return "never";
+      } finally {
+        String how;
+        try {
+          Thread.sleep(30_000);
+          how = "slept";
+        } catch (InterruptedException e) {
+          how = "interrupted";
+        }
+        synchronized (BarrierTrainerTest.class) {
+          java.nio.file.Files.writeString(Path.of(closes), ctx.task() + " " + how + "\n",
+              java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+        }
+      }
+    });
+    assertEquals("attempt 1", result);
+    assertEquals(List.of("worker 0 interrupted", "worker 1 interrupted", "worker 2 interrupted"),
+        java.nio.file.Files.readAllLines(Path.of(closes)).stream().sorted().toList());
+  }
+
   @Test
   void aTrainFunctionsOwnExceptionFailsTheRunOnceWithoutRetrying(@TempDir Path tmp) throws Exception {
     String attempts = tmp.resolve("attempts").toString(); // a String: the function travels to the tasks
