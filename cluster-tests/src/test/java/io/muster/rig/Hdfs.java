@@ -51,7 +51,12 @@ public final class Hdfs implements AutoCloseable {
         "dfs.namenode.name.dir", "/tmp/hadoop/name",
         "dfs.datanode.data.dir", "/tmp/hadoop/data",
         "dfs.namenode.safemode.extension", "0",
-        "dfs.heartbeat.interval", "1")));
+        "dfs.heartbeat.interval", "1",
+        // as HBase advises where hosts can go silent: a DataNode unheard for 10 heartbeats (the
+        // default's ratio) is read from last and written to never, long before it is declared dead
+        "dfs.namenode.stale.datanode.interval", "10000",
+        "dfs.namenode.avoid.read.stale.datanode", "true",
+        "dfs.namenode.avoid.write.stale.datanode", "true")));
     Path log4j = Daemons.log4j(rig.dir());
     List<Path> classpath = new ArrayList<>(List.of(conf));
     classpath.addAll(Installed.hadoop());

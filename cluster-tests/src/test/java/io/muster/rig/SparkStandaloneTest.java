@@ -285,14 +285,13 @@ class SparkStandaloneTest {
    * four executors for a gang of three): the driver hears nothing from the cut host's task and fails
    * the gang within seconds; Spark still counts that task's slot busy, so the re-run takes the three
    * free slots on the healthy hosts and resumes from the backup; the job succeeds and its last
-   * checkpoint verifies; the driver ends as soon as its job has. The HDFS client's socket timeout is
-   * 5 s, as the README advises where hosts can go silent: the cut host may be a DataNode, and every
-   * read or write through it would wait 60 s.
+   * checkpoint verifies; the driver ends as soon as its job has. The cut host may be a DataNode: the
+   * HDFS client's socket timeout is 5 s, as the README advises where hosts can go silent (every read
+   * or write through it would wait 60 s), and a task that waits for it before the re-run's first
+   * collective holds the others up without failing them (collectives' keepalives).
    */
   @Test
   @Order(Integer.MAX_VALUE - 2)
-  @org.junit.jupiter.api.Disabled("flaky, to fix (issue 28): when the cut host is a DataNode, attempt 2's chief can read "
-      + "the backup through it for longer than the collectives' 12 s timeout, and attempt 2 fails too")
   void withASpareHostAHostCutWhileTheDemoTrainsIsRecoveredOnTheHealthyHostsFromTheBackup() throws Exception {
     Host spare = rig.host(5);
     spark.startWorker(spare, 1);
