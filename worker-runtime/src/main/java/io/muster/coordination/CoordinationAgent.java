@@ -53,6 +53,11 @@ public final class CoordinationAgent implements AutoCloseable {
   private static final Duration LEADER_SILENCE_MARGIN = Duration.ofMillis(50);
   /** The shortest a heartbeat call is given, even when this task itself was paused past the timeout. */
   private static final Duration MIN_HEARTBEAT_CALL = Duration.ofMillis(500);
+  /**
+   * How long a task's error report may wait for the leader: the report only spares the others
+   * their heartbeat timeout, and a failing task that waits longer on a silent leader leaves late.
+   */
+  private static final Duration REPORT_TIMEOUT = Duration.ofSeconds(2);
 
   private final ClusterSpec cluster;
   private final TaskId task;
@@ -373,10 +378,15 @@ public final class CoordinationAgent implements AutoCloseable {
     }
   }
 
-  /** Reports an error of this task to the service, which marks the task failed and tells every other task. */
+  /**
+   * Reports an error of this task to the service, which marks the task failed and tells every
+   * other task; waits at most {@link #REPORT_TIMEOUT} (or the heartbeat timeout, if shorter).
+   */
   public void reportError(Status.Code code, String message) {
+    Duration wait = REPORT_TIMEOUT.compareTo(options.heartbeatTimeout()) < 0 ? REPORT_TIMEOUT
+        : options.heartbeatTimeout();
     try {
-      call().reportErrorToService(ReportErrorToServiceRequest.newBuilder()
+      call(System.nanoTime() + wait.toNanos(), wait).reportErrorToService(ReportErrorToServiceRequest.newBuilder()
           .setErrorCode(code.value()).setErrorMessage(message).setErrorOrigin(Errors.toProto(task)).build());
     } catch (StatusRuntimeException e) {
       throw Errors.toException(task + " could not report its error to the coordination service", e);

@@ -173,12 +173,15 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
 
   /**
    * This task has failed: tells the coordination service (which tells every other task at once,
-   * failing their collectives) and fails this task's collectives; {@link #close()} then leaves
-   * without waiting at the shutdown barrier.
+   * failing their collectives) unless its agent is no longer connected to it, and fails this task's
+   * collectives; {@link #close()} then leaves without waiting at the shutdown barrier.
    */
   public void abort(String reason) {
     aborted = true;
     collectives.abort(reason);
+    if (runtime.agent().state() != io.muster.coordination.TaskState.CONNECTED) {
+      return; // the service told this task of the failure, or stopped answering it: nothing to tell it
+    }
     try {
       runtime.agent().reportError(io.grpc.Status.Code.INTERNAL, reason);
     } catch (RuntimeException e) {

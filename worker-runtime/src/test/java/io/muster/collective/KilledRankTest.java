@@ -115,9 +115,11 @@ class KilledRankTest {
           assertTrue(message.contains("timed out: no data from worker 2 for "), message);
         }
         // the all-reduce under way when rank 2 died failed, not one after it: at most that one completed
-        // (where rank 2's part of it had arrived already)
-        assertTrue(completed.get(r).get() <= atKill[r] + 1, "rank " + r + " completed " + completed.get(r).get()
-            + " all-reduces, " + atKill[r] + " at the kill");
+        // (where rank 2's part of it had arrived already); a stopped rank's frames already in the
+        // kernel's buffers are still delivered, and it may have been one all-reduce ahead of a peer
+        int ahead = signal.equals("KILL") ? 1 : 2;
+        assertTrue(completed.get(r).get() <= atKill[r] + ahead, "rank " + r + " completed " + completed.get(r).get()
+            + " all-reduces, " + atKill[r] + " at the SIG" + signal);
       }
       Duration took = Duration.ofNanos(System.nanoTime() - killed);
       System.out.println("all three ranks failed " + took.toMillis() + " ms after SIG" + signal + " of rank 2");
