@@ -12,8 +12,8 @@ import org.apache.hadoop.fs.Path;
 /**
  * TensorFlow's rule for who writes where ({@code distributed_file_utils}): the chief, and any task
  * of a single-worker job, writes to the directory it was given; every other task writes to
- * {@code <dir>/workertemp_<task index>}, which is deleted after each save, whether the save
- * succeeded or not. Deleting twice is harmless.
+ * {@code <dir>/workertemp_<task index>} ({@code workertemp_<i>-attempt<n>} in a numbered attempt),
+ * which is deleted after each save, whether the save succeeded or not. Deleting twice is harmless.
  *
  * <p>A task a launcher runs in a numbered attempt of a job also names its {@link Writer}: a chief's
  * checkpoint directories are then fenced, so that a chief of an earlier attempt, cut off and healed
@@ -80,8 +80,13 @@ public record WritePolicy(boolean chief, int taskIndex, Optional<Writer> writer)
     }
   }
 
+  /**
+   * TensorFlow's {@code workertemp_<i>}; in a launcher's attempt, {@code workertemp_<i>-attempt<n>}:
+   * a task of an earlier attempt, cut off and healed after the next attempt started, then deletes
+   * its own temp directory, never the one the next attempt's task of the same index writes.
+   */
   private String tempName() {
-    return "workertemp_" + taskIndex;
+    return "workertemp_" + taskIndex + writer.map(w -> "-attempt" + (w.attempt() + 1)).orElse("");
   }
 
   private boolean isTempDir(Path dir) {

@@ -70,6 +70,23 @@ class WritePolicyTest {
   }
 
   @Test
+  void aWorkerOfAnEarlierAttemptDeletesItsOwnTempDirNotTheNextAttempts() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path d = new Path(tmp.toUri().toString());
+    WritePolicy first = WORKER_3.forAttempt("run-1", 0);
+    WritePolicy second = WORKER_3.forAttempt("run-1", 1);
+    assertEquals(new Path(d, "workertemp_3-attempt1"), first.writeDir(fs, d));
+    Path next = second.writeFile(fs, new Path(d, "ckpt-7.index"));
+    assertEquals(new Path(new Path(d, "workertemp_3-attempt2"), "ckpt-7.index"), next);
+    fs.create(next).close();
+    first.removeTempDir(fs, d); // the cut-off task of attempt 1, healed while attempt 2 saves
+    assertTrue(fs.exists(next), "attempt 2's temp file is its own");
+    assertFalse(fs.exists(new Path(d, "workertemp_3-attempt1")));
+    second.removeTempDir(fs, d);
+    assertFalse(fs.exists(new Path(d, "workertemp_3-attempt2")));
+  }
+
+  @Test
   void theChiefDeletesNothingEvenInADirectoryNamedLikeATempDir() throws Exception {
     FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     Path named = new Path(new Path(tmp.toUri().toString()), "workertemp_0");
