@@ -99,15 +99,16 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
   /**
    * Whether a train function's exception is the cluster's, not the function's own: a peer that
    * died or failed (the runtime's collective, coordination and RPC errors, a lost parameter
-   * server), an interrupt (Spark killing the task), or a {@link RetryableException} the function
-   * threw.
+   * server), an interrupt (Spark killing the task), the task's rows lost with the executor that
+   * held them (a shuffle fetch failure), or a {@link RetryableException} the function threw.
    */
   static boolean isTheClusters(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof RetryableException || t instanceof CollectiveException || t instanceof CoordinationException
           || t instanceof PeerUnavailableException || t instanceof DeadlineExceededException
           || t instanceof InterruptedException || t instanceof io.grpc.StatusRuntimeException
-          || t instanceof io.muster.ps.ParameterServerUnavailableException) {
+          || t instanceof io.muster.ps.ParameterServerUnavailableException
+          || t instanceof org.apache.spark.shuffle.FetchFailedException) {
         return true;
       }
     }

@@ -258,18 +258,21 @@ public final class BarrierTrainer {
    * which must form within the gang timeout ({@link GangNotFormedException} when it does not); with
    * {@value #RENDEZVOUS}{@code =allGather}, they exchange addresses by Spark's {@code allGather}
    * instead, within {@code spark.barrier.sync.timeout}. A re-run ({@code attempt} above 0) first
-   * waits for task slots free for the whole gang: Spark holds a slot for a task it has not heard
-   * from for {@code spark.network.timeout}, and a barrier stage submitted without enough free slots
-   * waits for them for ever.
+   * removes the executors that went silent with the failed run's tasks, then waits for task slots
+   * free for the whole gang: Spark holds a slot for a task it has not heard from for
+   * {@code spark.network.timeout}, and a barrier stage submitted without enough free slots waits
+   * for them for ever.
    */
   private <R> R inRendezvous(SparkContext sc, JobToken token, int attempt, Function<BarrierTasks.Rendezvous, R> job) {
     SparkConf conf = sc.getConf();
     Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
     if (attempt > 0) {
+      String run = "attempt " + (attempt + 1) + " of " + maxAttempts;
+      List<String> removed = GangStartWatch.removeSilentExecutors(sc, run);
       Duration slots = Duration.ofMillis(conf.getTimeAsMs(SLOT_TIMEOUT, "2min"));
       boolean bySlotTimeout = slots.compareTo(timeout) <= 0;
-      GangStartWatch.awaitFreeSlots(sc, gang.size(), "attempt " + (attempt + 1) + " of " + maxAttempts,
-          bySlotTimeout ? slots : timeout, bySlotTimeout ? SLOT_TIMEOUT : "the gang timeout");
+      GangStartWatch.awaitFreeSlots(sc, gang.size(), run, bySlotTimeout ? slots : timeout,
+          bySlotTimeout ? SLOT_TIMEOUT : "the gang timeout", removed);
     }
     if (!rendezvousOnDriver(conf)) {
       return job.apply(BarrierTasks.Rendezvous.allGather());

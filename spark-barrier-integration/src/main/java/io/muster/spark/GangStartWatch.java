@@ -7,8 +7,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
@@ -20,11 +22,13 @@ import java.util.stream.Collectors;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.SparkExecutorInfo;
+import org.apache.spark.scheduler.ExecutorProcessLost;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.scheduler.TaskInfo;
 import org.apache.spark.scheduler.TaskSchedulerImpl;
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
 import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -41,6 +45,8 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(GangStartWatch.class);
   private static final Duration PROBE = Duration.ofSeconds(2);
   private static final Duration SLOTS_POLL = Duration.ofMillis(50);
+  /** How long a re-run waits for Spark to drop the executors it removed as silent. */
+  private static final Duration REMOVAL = Duration.ofSeconds(10);
   /** Executors probed at once when the gang's deadline passes. */
   private static final int MAX_PROBES = 32;
 
@@ -96,15 +102,17 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
    *
    * @param attempt the gang run, in words, for the progress line
    * @param setting what sets {@code limit}, for the failure
+   * @param removed the executors removed as silent, in words, named with the others
    * @throws SlotsNotFreeException when they are not free by then, naming every executor
    */
-  static void awaitFreeSlots(SparkContext sc, int gangSize, String attempt, Duration limit, String setting) {
+  static void awaitFreeSlots(SparkContext sc, int gangSize, String attempt, Duration limit, String setting,
+      List<String> removed) {
     int free = freeSlots(sc);
     if (free >= gangSize) {
       return;
     }
     log.warn("{}: the gang needs {} free task slots at once, {} are free (executors: {}); waiting up to {} s for them",
-        attempt, gangSize, free, describe(sc, executors(sc)), limit.toSeconds());
+        attempt, gangSize, free, describe(sc, executors(sc), removed), limit.toSeconds());
     long deadline = System.nanoTime() + limit.toNanos();
     try {
       while (free < gangSize && System.nanoTime() < deadline) {
@@ -117,9 +125,87 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     }
     if (free < gangSize) {
       throw new SlotsNotFreeException("the gang needs " + gangSize + " free task slots at once, and " + free + " were "
-          + "free after " + limit.toSeconds() + " s (" + setting + "): executors: " + describe(sc, executors(sc)));
+          + "free after " + limit.toSeconds() + " s (" + setting + "): executors: "
+          + describe(sc, executors(sc), removed));
     }
     log.info("{}: {} task slots are free; starting the gang", attempt, free);
+  }
+
+  /**
+   * After a gang failed: removes from the application every executor that Spark still counts
+   * running a task on and that answers no connection, a host that went down or was cut off. Spark
+   * itself would hold its slot, and send the next job's shuffle reads to it, until it declares the
+   * executor lost ({@code spark.network.timeout}, 120 s); a barrier stage cannot recover from such a
+   * read. Once it is removed, Spark recomputes the shuffle outputs it held on the healthy executors,
+   * and should the host come back, the executor is refused and exits. Waits for the removal,
+   * {@link #REMOVAL} at most. Does nothing in local mode or where Spark's (package-private in Scala)
+   * scheduler API moved.
+   *
+   * @param attempt the gang run about to start, in words, for the log
+   * @return each executor removed, in words
+   */
+  static List<String> removeSilentExecutors(SparkContext sc, String attempt) {
+    List<BlockManagerId> busy = new ArrayList<>();
+    CoarseGrainedSchedulerBackend backend;
+    try {
+      if (!(sc.schedulerBackend() instanceof CoarseGrainedSchedulerBackend b)) {
+        return List.of();
+      }
+      backend = b;
+      Map<String, Object> running = runningByExecutorId(sc);
+      for (BlockManagerId id : CollectionConverters.asJava(SparkEnv.get().blockManager().master().getMemoryStatus())
+          .keySet()) {
+        if ((Integer) running.getOrDefault(id.executorId(), 0) > 0) {
+          busy.add(id);
+        }
+      }
+    } catch (LinkageError | RuntimeException e) {
+      log.debug("cannot list the executors still running tasks; not checking them for silent hosts", e);
+      return List.of();
+    }
+    ExecutorService probes = Executors.newFixedThreadPool(Math.min(MAX_PROBES, Math.max(1, busy.size())));
+    Set<String> removed = new HashSet<>();
+    List<String> described = new ArrayList<>();
+    try {
+      List<Future<String>> answers = busy.stream().map(id -> probes.submit(() ->
+          Reachability.probe(new HostPort(id.host(), id.port()), PROBE))).toList();
+      for (int i = 0; i < busy.size(); i++) {
+        String answer = answers.get(i).get();
+        BlockManagerId id = busy.get(i);
+        if (!answer.equals("listening")) {
+          log.warn("{}: executor {} on {} still runs a task of the failed gang and does not answer ({}); removing it "
+              + "from the application, so that the re-run neither waits for its slot nor reads its shuffle outputs",
+              attempt, id.executorId(), id.host(), answer);
+          backend.removeExecutor(id.executorId(), new ExecutorProcessLost("Muster: " + id.host() + " does not answer ("
+              + answer + ") after its gang failed", scala.Option.empty(), false));
+          removed.add(id.host() + ":" + id.port());
+          described.add(id.host() + ":" + id.port() + " not answering (" + answer + "), removed");
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return described;
+    } catch (ExecutionException | LinkageError | RuntimeException e) {
+      log.debug("could not check or remove the executors still running tasks", e);
+      return described;
+    } finally {
+      probes.shutdownNow();
+    }
+    // Spark lists an executor as removed once its scheduler has dropped it and its shuffle outputs.
+    long deadline = System.nanoTime() + REMOVAL.toNanos();
+    try {
+      while (executors(sc).stream().anyMatch(e -> removed.contains(e.host() + ":" + e.port()))) {
+        if (System.nanoTime() > deadline) {
+          log.warn("{}: Spark still lists the executors removed ({}) after {} s; starting the gang", attempt, removed,
+              REMOVAL.toSeconds());
+          break;
+        }
+        Thread.sleep(SLOTS_POLL.toMillis());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return described;
   }
 
   /** Task slots free for a barrier stage now; unbounded where Spark's (package-private in Scala) API moved. */
@@ -180,7 +266,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     if (!notStarted.isEmpty()) {
       parts.add(String.join(", ", notStarted) + (notStarted.size() == 1 ? " was" : " were") + " not started by Spark, "
           + "which starts a barrier stage only when it has " + gang.size() + " free task slots at once (executors: "
-          + describe(sc, executors) + ")");
+          + describe(sc, executors, List.of()) + ")");
     }
     return String.join("; ", parts);
   }
@@ -194,8 +280,11 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     return Arrays.asList(sc.statusTracker().getExecutorInfos());
   }
 
-  /** Each executor with its running tasks, or what it answered when it does not answer; the driver left out. */
-  private static String describe(SparkContext sc, List<SparkExecutorInfo> executors) {
+  /**
+   * Each executor with its running tasks, or what it answered when it does not answer, then the
+   * {@code removed} ones; the driver left out.
+   */
+  private static String describe(SparkContext sc, List<SparkExecutorInfo> executors, List<String> removed) {
     BlockManagerId driver = SparkEnv.get().blockManager().blockManagerId();
     List<SparkExecutorInfo> listed = executors.size() == 1 ? executors : executors.stream()
         .filter(e -> !(e.host().equals(driver.host()) && e.port() == driver.port())).toList();
@@ -215,6 +304,7 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
       for (Future<String> d : described) {
         out.add(d.get());
       }
+      out.addAll(removed);
       return String.join(", ", out);
     } catch (InterruptedException | ExecutionException e) {
       return listed.stream().map(x -> x.host() + ":" + x.port()).collect(Collectors.joining(", "));

@@ -327,7 +327,7 @@ class BarrierTrainerTest {
     try (AutoCloseable held = holdOneSlot()) {
       GangStartWatch.SlotsNotFreeException e = assertThrows(GangStartWatch.SlotsNotFreeException.class,
           () -> GangStartWatch.awaitFreeSlots(spark.sc(), 4, "attempt 2 of 2", java.time.Duration.ofSeconds(1),
-              BarrierTrainer.SLOT_TIMEOUT));
+              BarrierTrainer.SLOT_TIMEOUT, List.of()));
       assertTrue(e.getMessage().matches("the gang needs 4 free task slots at once, and 3 were free after 1 s "
           + "\\(spark\\.muster\\.slotTimeout\\): executors: 127\\.0\\.0\\.1:\\d+ running 1"), e.getMessage());
     }
@@ -344,7 +344,7 @@ class BarrierTrainerTest {
     release.start();
     long start = System.nanoTime();
     GangStartWatch.awaitFreeSlots(spark.sc(), 4, "attempt 2 of 2", java.time.Duration.ofSeconds(60),
-        BarrierTrainer.SLOT_TIMEOUT);
+        BarrierTrainer.SLOT_TIMEOUT, List.of());
     release.join();
     // it returned (no SlotsNotFreeException), and only once the holder's slot was free
     assertTrue(System.nanoTime() - start >= java.time.Duration.ofMillis(900).toNanos(), "it waited for the slot");
