@@ -56,7 +56,11 @@ public final class Hdfs implements AutoCloseable {
         // default's ratio) is read from last and written to never, long before it is declared dead
         "dfs.namenode.stale.datanode.interval", "10000",
         "dfs.namenode.avoid.read.stale.datanode", "true",
-        "dfs.namenode.avoid.write.stale.datanode", "true")));
+        "dfs.namenode.avoid.write.stale.datanode", "true",
+        // the DataNodes' own timeout on the next DataNode of a write pipeline (60 s by default): below
+        // the writer's, so a DataNode names a silent one downstream before the writer gives up on
+        // the first DataNode itself, excluding a healthy node (and then falling back to the stale one)
+        "dfs.client.socket-timeout", "5000")));
     Path log4j = Daemons.log4j(rig.dir());
     List<Path> classpath = new ArrayList<>(List.of(conf));
     classpath.addAll(Installed.hadoop());

@@ -149,6 +149,11 @@ public final class Host {
     return rate;
   }
 
+  /** The PIDs of the processes running on this host now. */
+  public List<Long> processes() {
+    return pids(namespace);
+  }
+
   /** Kills every process on this host (SIGKILL, as a power cut would end them) and waits until they are gone. */
   public void killAll() {
     killAll(namespace);

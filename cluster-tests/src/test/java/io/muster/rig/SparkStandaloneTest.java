@@ -29,6 +29,8 @@ import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.tensorflow.Graph;
 import org.tensorflow.Result;
 import org.tensorflow.Session;
@@ -282,66 +284,88 @@ class SparkStandaloneTest {
 
   /**
    * A worker host cut while the demo trains, with a spare host (a fourth one-core Worker on host5,
-   * four executors for a gang of three): the driver hears nothing from the cut host's task and fails
-   * the gang within seconds; Spark still counts that task's slot busy, so the re-run takes the three
-   * free slots on the healthy hosts and resumes from the backup; the job succeeds and its last
-   * checkpoint verifies; the driver ends as soon as its job has. The cut host may be a DataNode: the
-   * HDFS client's socket timeout is 5 s, as the README advises where hosts can go silent (every read
-   * or write through it would wait 60 s), and a task that waits for it before the re-run's first
+   * four executors for a gang of three); the victim is worker 1, or the chief (worker 0, the
+   * coordination leader, which saves a checkpoint and a backup every epoch, so the cut catches it
+   * writing). The tasks that lost the cut one fail the gang within seconds; the driver removes the
+   * cut host's executor, which Spark would count busy, and whose shuffle outputs (the repartitioned
+   * rows) it would serve the re-run, for 120 s; the re-run takes the three free slots on the healthy
+   * hosts and resumes from the backup. The cut is healed once the re-run has trained, and saved, an
+   * epoch: the old attempt's task has ended, it never saved again, and the checkpoint directory's
+   * writer is attempt 2. The job succeeds, its last checkpoint verifies, and the driver ends as soon
+   * as its job has. The cut host may be a DataNode: the HDFS client's socket timeout is 5 s, as the
+   * README advises where hosts can go silent, and a task that waits for it before the re-run's first
    * collective holds the others up without failing them (collectives' keepalives).
    */
-  @Test
+  @ParameterizedTest(name = "worker {0} cut")
+  @ValueSource(ints = {1, 0})
   @Order(Integer.MAX_VALUE - 2)
-  void withASpareHostAHostCutWhileTheDemoTrainsIsRecoveredOnTheHealthyHostsFromTheBackup() throws Exception {
+  void withASpareHostAHostCutWhileTheDemoTrainsIsRecoveredOnTheHealthyHostsFromTheBackup(int victim) throws Exception {
     Host spare = rig.host(5);
     spark.startWorker(spare, 1);
     hdfs.client().copyFromLocalFile(new org.apache.hadoop.fs.Path(blobsCsv(rig.dir().resolve("blobs.csv")).toUri()),
         hdfs.path("/data/blobs.csv"));
-    String out = hdfs.uri() + "/jobs/spare-host";
+    String out = hdfs.uri() + "/jobs/spare-host-" + victim;
     List<String> args = new ArrayList<>(List.of("--conf", "spark.hadoop.dfs.client.socket-timeout=5000"));
     args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", 4, List.of("--data", hdfs.uri()
         + "/data/blobs.csv", "--workers", "3", "--global-batch", "60", "--epochs", "120", "--out", out)));
     Set<Path> before = new HashSet<>(executorDirs());
     HostProcess run;
     Host cut;
+    long cutAt;
+    long healedAt;
     Duration failedAfter;
     Duration trainingAgainAfter;
     Duration exitedAfterResult;
-    try (HostProcess p = spark.submit(client, "submit-spare-host", hdfs.conf(), args)) {
+    try (HostProcess p = spark.submit(client, "submit-spare-host-" + victim, hdfs.conf(), args)) {
       run = p;
       p.awaitLine(Pattern.compile("INFO  epoch 5/120: "), JOB, "epoch 5");
-      cut = hostLogging(before, "worker 1: MultiWorkerMirroredStrategy ready").get(0);
-      long cutAt = System.nanoTime();
+      cut = hostLogging(before, "worker " + victim + ": MultiWorkerMirroredStrategy ready").get(0);
+      long cutNanos = System.nanoTime();
+      cutAt = System.currentTimeMillis();
       cut.cutLink();
       try {
         int failed = awaitLineFrom(p, 0, Pattern.compile("attempt 1 of 2 failed: .*re-running the gang"), "attempt 1's "
             + "failure");
-        failedAfter = Duration.ofNanos(System.nanoTime() - cutAt);
+        failedAfter = Duration.ofNanos(System.nanoTime() - cutNanos);
         awaitLineFrom(p, failed + 1, Pattern.compile("INFO  epoch \\d+/120: "), "attempt 2's first epoch");
-        trainingAgainAfter = Duration.ofNanos(System.nanoTime() - cutAt);
-        p.awaitLine(Pattern.compile("^held-out accuracy "), JOB, "the job's result");
-        long result = System.nanoTime();
-        assertEquals(0, p.waitFor(JOB), p.tail());
-        exitedAfterResult = Duration.ofNanos(System.nanoTime() - result);
+        trainingAgainAfter = Duration.ofNanos(System.nanoTime() - cutNanos);
       } finally {
         cut.healLink();
-        long healed = System.currentTimeMillis();
-        io.muster.testing.Eventually.within(Duration.ofSeconds(120), "the Master hearing " + cut + "'s Worker again",
-            () -> spark.lastHeartbeat(cut) > healed);
+        healedAt = System.currentTimeMillis();
       }
+      p.awaitLine(Pattern.compile("^held-out accuracy "), JOB, "the job's result");
+      long result = System.nanoTime();
+      assertEquals(0, p.waitFor(JOB), p.tail());
+      exitedAfterResult = Duration.ofNanos(System.nanoTime() - result);
+      io.muster.testing.Eventually.within(Duration.ofSeconds(120), "the Master hearing " + cut + "'s Worker again",
+          () -> spark.lastHeartbeat(cut) > healedAt);
     } finally {
       spare.killAll(); // the later tests count on three Workers
       io.muster.testing.Eventually.within(Duration.ofSeconds(60), "the Master dropping host5's Worker",
           () -> spark.lastHeartbeat(spare) < 0);
     }
-    System.out.println(cut + " cut with a spare host: attempt 1 failed " + failedAfter.toMillis() + " ms after the cut, "
-        + "attempt 2 trained an epoch " + trainingAgainAfter.toMillis() + " ms after it; the driver exited "
-        + exitedAfterResult.toMillis() + " ms after its result");
-    // the failure names the cut task and its address (the coordination leader declared it failed:
-    // "stopped sending heartbeats for 10 s): /job:worker/replica:0/task:1 (198.18.3.5:35955)")
+    List<String> cutLog = Files.readAllLines(executorLog(before, cut));
+    // attempt 2's gang ready: the last of the six strategies' starts, in the executors' logs
+    long readyAgain = executorLines(before, "MultiWorkerMirroredStrategy ready, replica").stream()
+        .mapToLong(SparkStandaloneTest::loggedAt).max().orElseThrow();
+    long taskEnded = loggedAt(cutLog.stream().filter(l -> l.contains("ERROR Executor: Exception in task")
+        || l.contains("killed task")).findFirst().orElseThrow(() -> new AssertionError("no end of " + cut
+        + "'s task in its executor's log")));
+    System.out.println("worker " + victim + " on " + cut + " cut with a spare host: attempt 1 failed "
+        + failedAfter.toMillis() + " ms after the cut, attempt 2's gang was ready " + (readyAgain - cutAt) + " ms "
+        + "after it (log time, to the second) and had trained an epoch " + trainingAgainAfter.toMillis()
+        + " ms after it; the cut task ended " + (taskEnded - cutAt) + " ms after the cut (log time, to the second); "
+        + "the driver exited " + exitedAfterResult.toMillis() + " ms after its result");
+    // the failure names the cut task and its address: the coordination leader declared it failed
+    // ("stopped sending heartbeats for 10 s): /job:worker/replica:0/task:1 (198.18.3.5:35955)"), or the
+    // others lost the leader ("coordination leader worker 0 at 198.18.3.5:35955: no answer")
     String failure = run.stderr().stream().filter(l -> l.contains("attempt 1 of 2 failed: ")).findFirst().orElse("");
-    assertTrue(failure.contains("task:1 (" + cut.address() + ":") && failure.endsWith("; re-running the gang"),
+    assertTrue((victim == 0 ? failure.contains("coordination leader worker 0 at " + cut.address() + ":")
+        : failure.contains("task:" + victim + " (" + cut.address() + ":")) && failure.endsWith("; re-running the gang"),
         run.tail());
+    assertTrue(Pattern.compile("attempt 2 of 2: executor \\d+ on " + cut.name() + " still runs a task of the failed "
+        + "gang and does not answer \\(no answer within 2000 ms\\); removing it").matcher(String.join("\n",
+        run.stderr())).find(), run.tail());
     Matcher resumed = Pattern.compile("the gang ran 2 times; the last run resumed from the backup at epoch (\\d+)")
         .matcher(String.join("\n", run.stdout()));
     assertTrue(resumed.find() && Integer.parseInt(resumed.group(1)) >= 5, run.tail());
@@ -350,24 +374,67 @@ class SparkStandaloneTest {
     List<Host> ready = hostLogging(before, "MultiWorkerMirroredStrategy ready, replica");
     assertEquals(6, ready.size(), "three tasks an attempt: " + ready);
     assertEquals(1, ready.stream().filter(cut::equals).count(), "the cut host ran attempt 1 alone: " + ready);
+    // no stale writer: the cut task ended by itself within seconds of the heal at the latest, never
+    // saved after the cut, and the checkpoints' writer is attempt 2 (".muster-writer": "<run> <attempt>")
+    assertTrue(taskEnded < healedAt + 6_000, "the cut task ended " + (taskEnded - healedAt) + " ms after the heal");
+    List<Long> saves = cutLog.stream().filter(l -> l.contains("INFO CheckpointManager: saved checkpoint"))
+        .map(SparkStandaloneTest::loggedAt).toList();
+    assertTrue(saves.stream().allMatch(t -> t < cutAt + 1_000), "saves on " + cut + " at " + saves + ", cut at " + cutAt);
+    try (var in = hdfs.client().open(hdfs.path("/jobs/spare-host-" + victim + "/ckpt/.muster-writer"))) {
+      String writer = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8).strip();
+      assertTrue(writer.endsWith(" 1"), "the checkpoints' writer: " + writer);
+    }
     // hang guards, not speed targets (Spark's own detection takes spark.network.timeout, 120 s): the figures are
     // in the README
     assertTrue(failedAfter.compareTo(Duration.ofSeconds(20)) < 0, "attempt 1 failed " + failedAfter + " after the cut");
-    assertTrue(trainingAgainAfter.compareTo(Duration.ofSeconds(30)) < 0, "attempt 2 trained " + trainingAgainAfter
+    assertTrue(readyAgain < cutAt + 30_000, "attempt 2's gang was ready " + (readyAgain - cutAt) + " ms after the cut");
+    // its first epoch's saves may wait for HDFS to leave the cut DataNode out of their pipelines (10 s each)
+    assertTrue(trainingAgainAfter.compareTo(Duration.ofSeconds(45)) < 0, "attempt 2 trained " + trainingAgainAfter
         + " after the cut");
     // the cut executor answers no cleanup: with Spark's blocking cleaner the driver's stop waited 120 s for it
     assertTrue(exitedAfterResult.compareTo(Duration.ofSeconds(30)) < 0, "the driver exited " + exitedAfterResult
         + " after its result");
-    try (HostProcess p = client.start("checkpoint-verify-spare-host", checkpointVerify(out + "/ckpt"), Map.of())) {
+    try (HostProcess p = client.start("checkpoint-verify-spare-host-" + victim, checkpointVerify(out + "/ckpt"),
+        Map.of())) {
       assertEquals(0, p.waitFor(JOB), p.tail());
       assertTrue(String.join("\n", p.stdout()).contains("ckpt-120"), p.tail());
     }
+  }
+
+  /** The log of the executor started after {@code before} on {@code host} that ran a task of the gang. */
+  private static Path executorLog(Set<Path> before, Host host) throws Exception {
+    for (Path dir : executorDirs()) {
+      Path stderr = dir.resolve("stderr");
+      if (!before.contains(dir) && dir.startsWith(host.scratch()) && Files.exists(stderr)
+          && Files.readString(stderr).contains("MultiWorkerMirroredStrategy ready")) {
+        return stderr;
+      }
+    }
+    throw new AssertionError("no executor of the run on " + host + " ran a task of the gang");
+  }
+
+  /** When a Spark log line was written (its "yy/MM/dd HH:mm:ss" prefix, this machine's time zone), in epoch ms. */
+  private static long loggedAt(String line) {
+    return java.time.LocalDateTime.parse(line.substring(0, 17), java.time.format.DateTimeFormatter.ofPattern(
+        "yy/MM/dd HH:mm:ss")).atZone(java.time.ZoneId.systemDefault()).toInstant().toEpochMilli();
   }
 
   /** {@code muster checkpoint verify DIR} with the rig's HDFS configuration. */
   private static List<String> checkpointVerify(String dir) {
     return List.of(Installed.java(), "-Xmx256m", "-cp", Installed.joined(Stream.concat(Stream.of(hdfs.conf()),
         Installed.cli().stream()).toList()), "io.muster.cli.Muster", "checkpoint", "verify", dir);
+  }
+
+  /** The lines with {@code text} in the logs of the executors started after {@code before}. */
+  private static List<String> executorLines(Set<Path> before, String text) throws Exception {
+    List<String> lines = new ArrayList<>();
+    for (Path dir : executorDirs()) {
+      Path stderr = dir.resolve("stderr");
+      if (!before.contains(dir) && Files.exists(stderr)) {
+        Files.readAllLines(stderr).stream().filter(l -> l.contains(text)).forEach(lines::add);
+      }
+    }
+    return lines;
   }
 
   /** The host of each executor started after {@code before} whose log has {@code text}, once per line with it. */
