@@ -40,7 +40,7 @@ class RuntimeAcrossHostsTest {
   }
 
   /** Worker {@code index} of a job with one worker on each of host1..host{@code hosts}. */
-  private static String tfConfig(int index, int hosts) {
+  static String tfConfig(int index, int hosts) {
     List<String> workers = new ArrayList<>();
     for (int i = 1; i <= hosts; i++) {
       workers.add("\"host" + i + ":2222\"");
@@ -67,7 +67,7 @@ class RuntimeAcrossHostsTest {
   }
 
   /** The examples' jar and Muster's, with Spark's jars for Log4j, as {@code ./muster example} gives them. */
-  private static List<Path> examplesClasspath() {
+  static List<Path> examplesClasspath() {
     List<Path> classpath = new ArrayList<>(List.of(Installed.examplesJar()));
     classpath.addAll(Installed.musterJars());
     classpath.addAll(Installed.spark());

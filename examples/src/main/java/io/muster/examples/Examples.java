@@ -8,8 +8,9 @@ import java.util.Map;
 /** {@code ./muster example <name> [args]}. */
 public final class Examples {
   static final String USAGE = "usage: muster example softmax [--workers 4] [--epochs 5] [--global-batch 240] "
-      + "[--learning-rate 0.5] [--seed 7] [--features 20]\n"
-      + "  softmax regression on N local worker JVMs, each with its own TF_CONFIG (no Spark)\n"
+      + "[--learning-rate 0.5] [--seed 7] [--features 20] [--out DIR]\n"
+      + "  softmax regression on N local worker JVMs, each with its own TF_CONFIG (no Spark); with --out, the\n"
+      + "  chief checkpoints every epoch to DIR/ckpt and a run started again resumes from DIR/backup\n"
       + "       muster example EXAMPLE   (a chief, workers and ps tasks, each a local JVM with its own TF_CONFIG)\n"
       + psUsage()
       + "       muster example late-task [--missing]\n"

@@ -1,5 +1,9 @@
 package io.muster.examples;
 
+import io.muster.checkpoint.BackupAndRestore;
+import io.muster.checkpoint.CheckpointManager;
+import io.muster.checkpoint.Tensor;
+import io.muster.checkpoint.WritePolicy;
 import io.muster.cluster.Json;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.nio.ByteBuffer;
@@ -7,7 +11,11 @@ import java.security.MessageDigest;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Random;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -20,8 +28,13 @@ import org.slf4j.LoggerFactory;
  * so the update equals one over the global batch. Prints one JSON line: the held-out accuracy and a
  * SHA-256 of the final weights, which must be the same on every worker.
  *
- * <p>Arguments: {@code [--epochs 5] [--global-batch 240] [--learning-rate 0.5] [--seed 7] [--features 20]}:
- * more features make a wider model, whose all-reduce moves {@code 40 × features} bytes a step.
+ * <p>Arguments: {@code [--epochs 5] [--global-batch 240] [--learning-rate 0.5] [--seed 7] [--features 20]
+ * [--out DIR]}: more features make a wider model, whose all-reduce moves {@code 40 × features} bytes a
+ * step. With {@code --out} (any Hadoop file system; every worker must reach it), the chief saves a
+ * checkpoint of every epoch to {@code DIR/ckpt} ({@code ckpt-<epoch>}) and every worker backs up
+ * to {@code DIR/backup} ({@link BackupAndRestore}), so a run started again after a failure resumes
+ * at the epoch that was interrupted and ends with the weights of an uninterrupted run. An epoch's
+ * line is logged once its checkpoint and backup are saved.
  */
 public final class SoftmaxRegression {
 
@@ -34,14 +47,15 @@ public final class SoftmaxRegression {
 
   /** The training options and their defaults. */
   static final Map<String, String> DEFAULTS = Map.of("--epochs", "5", "--global-batch", "240", "--learning-rate", "0.5",
-      "--seed", "7", "--features", "20");
+      "--seed", "7", "--features", "20", "--out", "");
 
-  /** The training options, each checked. */
-  record Settings(int epochs, int globalBatch, float learningRate, long seed, int features) {
+  /** The training options, each checked; {@code out} is empty where nothing is to be saved. */
+  record Settings(int epochs, int globalBatch, float learningRate, long seed, int features, Optional<Path> out) {
     static Settings of(Map<String, String> options) {
+      String out = options.get("--out").strip();
       return new Settings(Args.positiveInt(options, "--epochs"), Args.positiveInt(options, "--global-batch"),
           Args.positiveFloat(options, "--learning-rate"), Args.integer(options, "--seed"),
-          Args.positiveInt(options, "--features"));
+          Args.positiveInt(options, "--features"), out.isEmpty() ? Optional.empty() : Optional.of(new Path(out)));
     }
   }
 
@@ -81,15 +95,19 @@ public final class SoftmaxRegression {
       for (int i = 0; i < model.weights.length; i++) {
         model.weights[i] = (float) (init.nextGaussian() * 0.01);
       }
-      strategy.broadcastFromChief(model.variables());
-
-      for (int epoch = 0; epoch < epochs; epoch++) {
-        SoftmaxModel.Epoch trained = model.trainEpoch(strategy, train,
-            new Random(seed + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch, learningRate);
-        if (strategy.isChief()) {
-          log.info("epoch {}: loss {} held-out accuracy {} ({})", epoch + 1, String.format("%.4f", trained.loss()),
-              String.format("%.4f", model.accuracy(test)), trained.throughput(workers));
+      try (Saves saves = Saves.open(settings.out(), strategy)) {
+        int firstEpoch = saves.restore(model, epochs, steps);
+        strategy.broadcastFromChief(model.variables());
+        for (int epoch = firstEpoch; epoch < epochs; epoch++) {
+          SoftmaxModel.Epoch trained = model.trainEpoch(strategy, train,
+              new Random(seed + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch, learningRate);
+          saves.onEpochEnd(model, epoch);
+          if (strategy.isChief()) {
+            log.info("epoch {}: loss {} held-out accuracy {} ({})", epoch + 1, String.format("%.4f", trained.loss()),
+                String.format("%.4f", model.accuracy(test)), trained.throughput(workers));
+          }
         }
+        saves.onTrainEnd();
       }
       Map<String, Object> result = new LinkedHashMap<>();
       result.put("task", strategy.taskId().toString());
@@ -98,6 +116,65 @@ public final class SoftmaxRegression {
       result.put("weights_sha256", sha256(model));
       System.out.println(Json.write(result));
       System.out.flush();
+    }
+  }
+
+  /** The checkpoints and backups of {@code --out}, or nothing where it is not given. */
+  private record Saves(Optional<CheckpointManager> checkpoints, Optional<BackupAndRestore> backup)
+      implements AutoCloseable {
+
+    static Saves open(Optional<Path> out, MultiWorkerMirroredStrategy strategy) throws Exception {
+      if (out.isEmpty()) {
+        return new Saves(Optional.empty(), Optional.empty());
+      }
+      FileSystem fs = out.get().getFileSystem(new Configuration());
+      WritePolicy policy = WritePolicy.of(strategy.cluster(), strategy.taskId());
+      BackupAndRestore backup = new BackupAndRestore(fs, new Path(out.get(), "backup"), policy,
+          BackupAndRestore.EVERY_EPOCH);
+      try {
+        return new Saves(Optional.of(new CheckpointManager(fs, new Path(out.get(), "ckpt"), policy,
+            CheckpointManager.Options.DEFAULTS)), Optional.of(backup));
+      } catch (Exception e) {
+        backup.close();
+        throw e;
+      }
+    }
+
+    /** The epoch to start at: 0, or the one a backup was made before; the backup's variables go into {@code model}. */
+    int restore(SoftmaxModel model, int epochs, int steps) throws Exception {
+      if (backup.isEmpty()) {
+        return 0;
+      }
+      var resume = backup.get().restore(epochs, steps, SoftmaxModel.variablesLike(model.features, model.classes));
+      if (resume.isEmpty()) {
+        return 0;
+      }
+      System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
+      System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
+      log.info("resumed from the backup: {} epochs done", resume.get().epoch());
+      return resume.get().epoch();
+    }
+
+    /** Saves epoch {@code epoch}'s checkpoint ({@code ckpt-<epoch + 1>}), then its backup. */
+    void onEpochEnd(SoftmaxModel model, int epoch) throws Exception {
+      if (backup.isEmpty()) {
+        return;
+      }
+      Map<String, Tensor> variables = model.tensors();
+      checkpoints.orElseThrow().save(variables, epoch + 1);
+      backup.get().onEpochEnd(epoch, () -> variables);
+    }
+
+    void onTrainEnd() throws Exception {
+      if (backup.isPresent()) {
+        backup.get().onTrainEnd();
+      }
+    }
+
+    @Override
+    public void close() {
+      checkpoints.ifPresent(CheckpointManager::close);
+      backup.ifPresent(BackupAndRestore::close);
     }
   }
 

@@ -3,19 +3,40 @@ package io.muster.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
+import io.muster.rpc.JobToken;
+import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** The example as a user runs it: worker JVMs with their own TF_CONFIG, 1 worker against 3. */
 class SoftmaxRegressionTest {
 
+  @TempDir
+  Path tmp;
+
   private static LocalTraining.Result train(int workers) throws Exception {
-    ByteArrayOutputStream log = new ByteArrayOutputStream();
-    LocalTraining.Result result = LocalTraining.run(workers, List.of("--epochs", "3", "--global-batch", "240"),
-        new PrintStream(log, true, StandardCharsets.UTF_8));
+    return train(workers, List.of("--epochs", "3", "--global-batch", "240"), new ByteArrayOutputStream());
+  }
+
+  private static LocalTraining.Result train(int workers, List<String> args, ByteArrayOutputStream log)
+      throws Exception {
+    LocalTraining.Result result = LocalTraining.run(workers, args, new PrintStream(log, true, StandardCharsets.UTF_8));
     assertEquals(0, result.exitCode(), log.toString(StandardCharsets.UTF_8));
     return result;
   }
@@ -53,5 +74,80 @@ class SoftmaxRegressionTest {
     }
     assertTrue(printed.lines().noneMatch(l -> l.contains("\tat ") || l.contains("Exception in thread")),
         "no stack trace: " + printed);
+  }
+
+  /**
+   * With {@code --out}, a run whose worker 1 was killed (SIGKILL) in epoch 3 or later leaves the
+   * chief's checkpoints readable and a backup; the run started again resumes from the backup, not
+   * from the start, ends with the weights of a run never interrupted, and leaves no backup and no
+   * worker's temporary directory behind.
+   */
+  @Test
+  void aRunStartedAgainAfterAKilledWorkerResumesFromTheBackupWithTheWeightsOfAnUninterruptedRun() throws Exception {
+    Path out = tmp.resolve("out");
+    List<String> args = List.of("--epochs", "6", "--global-batch", "240", "--out", out.toString());
+    List<Process> workers = startWorkers(2, List.of("--epochs", "100000", "--global-batch", "240", "--out",
+        out.toString()));
+    try {
+      awaitLine(workers.get(0), Pattern.compile("epoch 2: loss"));
+      workers.get(1).destroyForcibly(); // SIGKILL
+      for (Process worker : workers) {
+        assertTrue(worker.waitFor(60, TimeUnit.SECONDS), "a worker still runs a minute after worker 1 was killed");
+      }
+      assertEquals(1, workers.get(0).exitValue(), "the chief lost its peer");
+    } finally {
+      workers.forEach(Process::destroyForcibly);
+    }
+    assertTrue(Files.exists(out.resolve("ckpt").resolve("checkpoint")), "the chief's checkpoints");
+    assertTrue(Files.exists(out.resolve("backup").resolve("chief")), "the chief's backup");
+
+    ByteArrayOutputStream resumedLog = new ByteArrayOutputStream();
+    LocalTraining.Result resumed = train(2, args, resumedLog);
+    Matcher done = Pattern.compile("\\[worker 0\\] .*resumed from the backup: (\\d+) epochs done")
+        .matcher(resumedLog.toString(StandardCharsets.UTF_8));
+    assertTrue(done.find() && Integer.parseInt(done.group(1)) >= 2, resumedLog.toString(StandardCharsets.UTF_8));
+    LocalTraining.Result uninterrupted = train(2, List.of("--epochs", "6", "--global-batch", "240"),
+        new ByteArrayOutputStream());
+    assertEquals(uninterrupted.workers().get(0).get("weights_sha256"), resumed.workers().get(0).get("weights_sha256"));
+    assertTrue(Files.exists(out.resolve("ckpt").resolve("ckpt-6.index")), "the last epoch's checkpoint");
+    assertTrue(Files.notExists(out.resolve("backup").resolve("chief")), "the backup is deleted once training ended");
+    try (var left = Files.list(out.resolve("ckpt"))) {
+      assertTrue(left.noneMatch(p -> p.getFileName().toString().startsWith("workertemp_")), "no worker's temp dir");
+    }
+  }
+
+  /** The softmax workers as {@link LocalTraining} starts them, output to their stdout, for a test to stop. */
+  private static List<Process> startWorkers(int count, List<String> args) throws Exception {
+    List<String> addresses = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      try (ServerSocket free = new ServerSocket(0)) {
+        addresses.add("127.0.0.1:" + free.getLocalPort());
+      }
+    }
+    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
+    List<Process> processes = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+          "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
+      command.addAll(args);
+      ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+      builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
+      builder.environment().put(JobToken.ENV, "0123456789abcdef0123456789abcdef");
+      processes.add(builder.start());
+    }
+    return processes;
+  }
+
+  /** Reads {@code process}'s output until a line matches; fails at its end. */
+  private static void awaitLine(Process process, Pattern line) throws Exception {
+    BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+    List<String> seen = new ArrayList<>();
+    for (String l = in.readLine(); l != null; l = in.readLine()) {
+      if (line.matcher(l).find()) {
+        return;
+      }
+      seen.add(l);
+    }
+    throw new AssertionError("the output ended before a line matching " + line + ": " + seen);
   }
 }
