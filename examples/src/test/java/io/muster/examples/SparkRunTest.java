@@ -3,6 +3,7 @@ package io.muster.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -80,7 +81,7 @@ class SparkRunTest {
     Files.writeString(csv, rows);
     // every worker checks its shard and its output directory; the chief writes what it saw
     String script = "test -s \"$MUSTER_SCHEMA_FILE\" && test -f \"$MUSTER_DATA_FILES\" || exit 4; "
-        + "[ \"$MUSTER_OUTPUT_DIR\" = \"" + tmp.resolve("out").toUri() + "\" ] || exit 5; "
+        + "[ \"$MUSTER_OUTPUT_DIR\" = \"" + tmp.resolve("out") + "\" ] || exit 5; "
         + "if [ \"$MUSTER_IS_CHIEF\" = true ]; then printf '%s of %s' \"$MUSTER_TASK_INDEX\" \"$MUSTER_NUM_WORKERS\" "
         + "> \"$MUSTER_RESULT_FILE\"; fi";
     byte[] result = SparkRun.run(spark, SparkRun.options("--workers", "3", "--data", csv.toString(), "--out",
@@ -91,6 +92,30 @@ class SparkRunTest {
         SparkRun.options("--workers", "2"), List.of("sh", "-c", "echo no data here >&2; exit 4")));
     assertTrue(failed.getMessage().contains("exited with code 4; the last 1 lines of its stderr:\n  no data here"),
         failed.getMessage());
+  }
+
+  /** A local --out reaches the command as a plain path: a shell's redirect and Python's open write into it. */
+  @Test
+  void aLocalOutReachesTheCommandAsAPathThatAShellAndPythonWriteTo(@TempDir Path tmp) throws Exception {
+    assumeTrue(python3(), "python3 is not on the PATH");
+    Path out = tmp.resolve("out");
+    String writes = "echo sh > \"$MUSTER_OUTPUT_DIR/sh-$MUSTER_TASK_INDEX\" && python3 -c 'import os; "
+        + "open(os.path.join(os.environ[\"MUSTER_OUTPUT_DIR\"], \"py-\" + os.environ[\"MUSTER_TASK_INDEX\"]), \"w\")"
+        + ".write(\"py\")'";
+    Outcome run = sparkRun("--workers", "2", "--out", out.toString(), "--", "sh", "-c", writes);
+    assertEquals(0, run.code(), run.err());
+    for (int task = 0; task < 2; task++) {
+      assertEquals("sh\n", Files.readString(out.resolve("sh-" + task)));
+      assertEquals("py", Files.readString(out.resolve("py-" + task)));
+    }
+  }
+
+  private static boolean python3() {
+    try {
+      return new ProcessBuilder("python3", "--version").redirectErrorStream(true).start().waitFor() == 0;
+    } catch (java.io.IOException | InterruptedException e) {
+      return false;
+    }
   }
 
   /**
@@ -187,14 +212,14 @@ class SparkRunTest {
   void aSecondRunIntoTheSameOutResumesTheSameRunAndRefusesAnother(@TempDir Path tmp) throws Exception {
     Path out = tmp.resolve("out");
     // the chief appends a line to runs.txt in its output directory each time it runs
-    String appends = "if [ \"$MUSTER_IS_CHIEF\" = true ]; then echo run >> \"${MUSTER_OUTPUT_DIR#file:}/runs.txt\"; fi";
+    String appends = "if [ \"$MUSTER_IS_CHIEF\" = true ]; then echo run >> \"$MUSTER_OUTPUT_DIR/runs.txt\"; fi";
     Outcome first = sparkRun("--workers", "1", "--out", out.toString(), "--", "sh", "-c", appends);
     assertEquals(0, first.code(), first.err());
     Outcome again = sparkRun("--workers", "2", "--out", out.toString(), "--", "sh", "-c", appends);
     assertEquals(0, again.code(), again.err());
     assertEquals(List.of("run", "run"), Files.readAllLines(out.resolve("runs.txt")), "the same run found its outputs");
 
-    String other = "touch \"${MUSTER_OUTPUT_DIR#file:}/other-ran\"";
+    String other = "touch \"$MUSTER_OUTPUT_DIR/other-ran\"";
     Outcome refused = sparkRun("--workers", "1", "--out", out.toString(), "--", "sh", "-c", other);
     assertEquals(1, refused.code(), refused.err());
     assertEquals("muster spark-run: --out file:" + out + " holds the outputs of "

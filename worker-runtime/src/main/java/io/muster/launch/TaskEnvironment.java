@@ -3,6 +3,8 @@ package io.muster.launch;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -21,8 +23,10 @@ import java.util.Optional;
  *       {@code is_chief} ({@code true}/{@code false}); {@code MUSTER_ATTEMPT} (0, 1, … as the gang is re-run);
  *   <li>{@code MUSTER_WORK_DIR}, a private directory deleted when the task ends, and
  *       {@code MUSTER_RESULT_FILE} in it, where the chief may leave its result;
- *   <li>{@code MUSTER_OUTPUT_DIR}, when the job has one; {@code MUSTER_JOB_TOKEN}, the job's secret
- *       (Muster's own runtime in the command needs it).
+ *   <li>{@code MUSTER_OUTPUT_DIR}, when the job has one: a directory of the local file system as a
+ *       plain path ({@code file:///tmp/x} becomes {@code /tmp/x}, which a shell or Python's
+ *       {@code open} can use), any other as the URI given ({@code hdfs://nn:8020/jobs/x});
+ *       {@code MUSTER_JOB_TOKEN}, the job's secret (Muster's own runtime in the command needs it).
  * </ul>
  */
 public final class TaskEnvironment {
@@ -44,9 +48,30 @@ public final class TaskEnvironment {
     env.put("MUSTER_ATTEMPT", Integer.toString(attempt));
     env.put("MUSTER_WORK_DIR", workDir.toString());
     env.put("MUSTER_RESULT_FILE", workDir.resolve(RESULT_FILE).toString());
-    outputDir.ifPresent(dir -> env.put("MUSTER_OUTPUT_DIR", dir));
+    outputDir.ifPresent(dir -> env.put("MUSTER_OUTPUT_DIR", forCommand(dir)));
     env.put(JobToken.ENV, token.value());
     return env;
+  }
+
+  /**
+   * An output directory as a command sees it: a {@code file:} URI as its plain path (a shell and
+   * Python's {@code open} take {@code file:///tmp/x} for a relative path that starts with a
+   * directory named {@code file:}), any other as given.
+   */
+  static String forCommand(String dir) {
+    if (!dir.regionMatches(true, 0, "file:", 0, "file:".length())) {
+      return dir;
+    }
+    try {
+      String path = new URI(dir).getPath();
+      if (path != null && !path.isEmpty()) {
+        return path;
+      }
+    } catch (URISyntaxException notEscaped) {
+      // a URI as a person types it ("file:/tmp/my dir"): its path is the rest, less an empty authority
+    }
+    String rest = dir.substring("file:".length());
+    return rest.startsWith("///") ? rest.substring(2) : rest;
   }
 
   /** Variables Muster sets for every task, which a user's own environment may not override. */

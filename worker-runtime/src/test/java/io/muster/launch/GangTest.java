@@ -119,6 +119,21 @@ class GangTest {
   }
 
   @Test
+  void aLocalOutputDirReachesTheCommandAsAPlainPathAndAnyOtherAsGiven() {
+    Gang gang = GangSpec.workers(1).formed(addresses(1));
+    assertEquals("/tmp/x", TaskEnvironment.of(gang, 0, 0, List.of(), Path.of("/tmp/w0"), Optional.of("file:///tmp/x"),
+        TOKEN).get("MUSTER_OUTPUT_DIR"));
+    assertEquals("/tmp/x", TaskEnvironment.forCommand("file:/tmp/x"));
+    assertEquals("/tmp/x", TaskEnvironment.forCommand("FILE://localhost/tmp/x"));
+    assertEquals("/tmp/my dir", TaskEnvironment.forCommand("file:///tmp/my%20dir"));
+    assertEquals("/tmp/my dir", TaskEnvironment.forCommand("file:///tmp/my dir"));
+    assertEquals("/tmp/x", TaskEnvironment.forCommand("/tmp/x"));
+    assertEquals("relative/x", TaskEnvironment.forCommand("relative/x"));
+    assertEquals("hdfs://nn:8020/jobs/x", TaskEnvironment.forCommand("hdfs://nn:8020/jobs/x"));
+    assertEquals("s3a://bucket/jobs/x", TaskEnvironment.forCommand("s3a://bucket/jobs/x"));
+  }
+
+  @Test
   void untrackedByDefaultArePsAndEvaluatorAndWorkersWhenThereAreAChiefAndPs() {
     GangSpec sync = GangSpec.of(1, 2, 0, 1);
     assertEquals(EnumSet.of(TaskType.PS, TaskType.EVALUATOR), sync.untracked());

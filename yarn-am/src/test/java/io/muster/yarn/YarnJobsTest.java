@@ -63,6 +63,11 @@ class YarnJobsTest {
   }
 
   private static YarnJob job(GangSpec gang, String command, int memoryMb, int maxAttempts, Duration gangTimeout) {
+    return job(gang, command, memoryMb, maxAttempts, gangTimeout, Optional.of("file:///tmp/muster-test-out"));
+  }
+
+  private static YarnJob job(GangSpec gang, String command, int memoryMb, int maxAttempts, Duration gangTimeout,
+      Optional<String> outputDir) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
     for (TaskType type : gang.types()) {
@@ -70,7 +75,7 @@ class YarnJobsTest {
       commands.put(type, command);
     }
     return new YarnJob("muster-test", "default", gang, resources, commands, Map.of("GREETING", "hello"),
-        maxAttempts, gangTimeout, Optional.of("file:///tmp/muster-test-out"),
+        maxAttempts, gangTimeout, outputDir,
         List.of(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
   }
 
@@ -91,9 +96,16 @@ class YarnJobsTest {
       Files.copy(in, script);
     }
     Path shared = Files.createDirectories(dir.resolve("shared"));
+    Path out = Files.createDirectories(dir.resolve("out"));
+    // a local output directory reaches the command as a plain path: a shell's redirect and Python's open write there
+    String named = "$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX";
     String command = "echo \"$GREETING $MUSTER_NUM_WORKERS $MUSTER_IS_CHIEF $MUSTER_OUTPUT_DIR\" > " + dir
-        + "/env-$MUSTER_TASK_TYPE-$MUSTER_TASK_INDEX; exec python3 " + script + " " + shared;
-    ApplicationId id = client.submit(job(GangSpec.of(1, 2, 1, 0), command, 128, 1, Duration.ofMinutes(2)));
+        + "/env-" + named + "; echo sh > \"$MUSTER_OUTPUT_DIR/sh-" + named + "\" && python3 -c 'import os; "
+        + "e = os.environ; open(e[\"MUSTER_OUTPUT_DIR\"] + \"/py-\" + e[\"MUSTER_TASK_TYPE\"] + \"-\" + "
+        + "e[\"MUSTER_TASK_INDEX\"], \"w\").write(\"py\")' && exec python3 "
+        + script + " " + shared;
+    ApplicationId id = client.submit(job(GangSpec.of(1, 2, 1, 0), command, 128, 1, Duration.ofMinutes(2),
+        Optional.of("file://" + out)));
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
 
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
@@ -106,8 +118,12 @@ class YarnJobsTest {
       long pid = Long.parseLong(Files.readString(shared.resolve("pid-" + task)).trim());
       Eventually.within(Duration.ofSeconds(30), task + "'s command has ended", () -> !Pids.running(pid));
     }
-    assertEquals("hello 3 true file:///tmp/muster-test-out", Files.readString(dir.resolve("env-chief-0")).trim());
-    assertEquals("hello 3 false file:///tmp/muster-test-out", Files.readString(dir.resolve("env-ps-0")).trim());
+    assertEquals("hello 3 true " + out, Files.readString(dir.resolve("env-chief-0")).trim());
+    assertEquals("hello 3 false " + out, Files.readString(dir.resolve("env-ps-0")).trim());
+    for (String t : List.of("chief-0", "worker-0", "worker-1", "ps-0")) {
+      assertEquals("sh\n", Files.readString(out.resolve("sh-" + t)));
+      assertEquals("py", Files.readString(out.resolve("py-" + t)));
+    }
   }
 
   @Test
