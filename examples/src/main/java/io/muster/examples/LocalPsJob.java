@@ -11,10 +11,8 @@ import java.io.PrintStream;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -48,9 +46,7 @@ final class LocalPsJob {
     this.example = example;
     this.args = args;
     this.out = out;
-    byte[] secret = new byte[16];
-    new SecureRandom().nextBytes(secret);
-    this.token = HexFormat.of().formatHex(secret);
+    this.token = JobToken.random().value();
   }
 
   /** Runs the example; returns the chief's exit code. A late task with a null delay is never started. */

@@ -12,10 +12,8 @@ import java.io.PrintStream;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -62,9 +60,7 @@ public final class LocalTraining {
       }
     }
     ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
-    byte[] secret = new byte[16];
-    new SecureRandom().nextBytes(secret);
-    String token = HexFormat.of().formatHex(secret);
+    String token = JobToken.random().value();
     out.println("cluster: " + cluster);
     List<Process> processes = new ArrayList<>();
     List<CompletableFuture<Map<String, Object>>> results = new ArrayList<>();

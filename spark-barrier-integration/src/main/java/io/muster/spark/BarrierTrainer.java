@@ -6,10 +6,8 @@ import io.muster.coordination.CoordinationOptions;
 import io.muster.launch.GangSpec;
 import io.muster.rpc.JobToken;
 import java.io.Serializable;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
@@ -152,7 +150,7 @@ public final class BarrierTrainer {
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
     return withRetries(attempt -> {
-      JobToken token = newToken();
+      JobToken token = JobToken.random();
       return inRendezvous(jsc.sc(), token, attempt, rendezvous -> {
         CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, token, host, coordination, rendezvous);
         @SuppressWarnings("unchecked")
@@ -218,7 +216,7 @@ public final class BarrierTrainer {
 
   private Optional<byte[]> runCommandGang(JavaRDD<Row> shards, StructType schema, ExternalCommand command,
       int attempt) {
-    JobToken token = newToken();
+    JobToken token = JobToken.random();
     SparkConf conf = shards.context().getConf();
     Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
     try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang)) {
@@ -234,7 +232,7 @@ public final class BarrierTrainer {
 
   private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, HadoopConfiguration hadoop,
       String run, int attempt) {
-    JobToken token = newToken();
+    JobToken token = JobToken.random();
     SparkConf conf = shards.context().getConf();
     try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(bindHost(conf), driverHost(conf), token,
         ProgressLink::toLog)) {
@@ -345,13 +343,6 @@ public final class BarrierTrainer {
   /** Spark puts the failed task's stack trace into the job's message; the cause stays, its frames go. */
   static String withoutStackFrames(String message) {
     return message == null ? null : message.replaceAll("\\n\\s+at [^\\n]*|\\n\\s*\\.\\.\\. \\d+ more", "").strip();
-  }
-
-  /** A fresh secret per gang run: a task of an earlier attempt cannot join a later one. */
-  private static JobToken newToken() {
-    byte[] secret = new byte[16];
-    new SecureRandom().nextBytes(secret);
-    return JobToken.of(HexFormat.of().formatHex(secret));
   }
 
   /** The pre-flight checks, on the driver, before any task starts. */

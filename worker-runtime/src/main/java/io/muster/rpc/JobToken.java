@@ -4,6 +4,8 @@ import io.grpc.Metadata;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.security.SecureRandom;
+import java.util.HexFormat;
 import java.util.Map;
 
 /**
@@ -37,6 +39,13 @@ public final class JobToken {
       throw new IllegalArgumentException("job token must be printable ASCII without spaces");
     }
     return new JobToken(value);
+  }
+
+  /** A fresh secret: 128 random bits from {@link SecureRandom}, as 32 hex digits. */
+  public static JobToken random() {
+    byte[] secret = new byte[16];
+    new SecureRandom().nextBytes(secret);
+    return new JobToken(HexFormat.of().formatHex(secret));
   }
 
   /** The token from {@code MUSTER_JOB_TOKEN}; an unset variable is an error that says what to do. */

@@ -276,8 +276,12 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
      * Starts the server, joins every task and sets up the ring.
      *
      * @throws ClusterConfigException naming what is wrong with the cluster or this task
+     * @throws IllegalArgumentException naming an option set to null
      */
     public MultiWorkerMirroredStrategy build() {
+      BuilderChecks.requireSet(communication, "communication");
+      BuilderChecks.requireSet(coordination, "coordination");
+      BuilderChecks.requireSet(environment, "environment");
       TfConfig tfConfig = config != null ? config : TfConfig.fromEnvironment(environment);
       Security sec = security != null ? security : Security.fromEnvironment(environment);
       ClusterSpec cluster = tfConfig.cluster();

@@ -224,8 +224,13 @@ public final class ParameterServerStrategy implements AutoCloseable {
      * Starts this task's server and service, joins every task, and on the chief starts the coordinator.
      *
      * @throws ClusterConfigException naming what is wrong with the cluster or this task
+     * @throws IllegalArgumentException naming an option set to null
      */
     public ParameterServerStrategy build() {
+      BuilderChecks.requireSet(functions, "functions");
+      BuilderChecks.requireSet(coordination, "coordination");
+      BuilderChecks.requireSet(coordinatorOptions, "coordinator");
+      BuilderChecks.requireSet(environment, "environment");
       TfConfig tfConfig = config != null ? config : TfConfig.fromEnvironment(environment);
       ClusterSpec cluster = tfConfig.cluster();
       if (cluster.isEmpty()) {

@@ -143,6 +143,24 @@ class MultiWorkerMirroredStrategyTest {
     assertEquals(CommunicationOptions.Implementation.NCCL, CommunicationOptions.Implementation.parse("nccl"));
   }
 
+  /** An option set to null fails at build(), naming the option, before anything starts. */
+  @Test
+  void anOptionSetToNullIsNamedAtBuild() {
+    ClusterSpec one = ClusterSpec.of(Map.of("worker", List.of("127.0.0.1:1")));
+    IllegalArgumentException communication = assertThrows(IllegalArgumentException.class,
+        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).communication(null).build());
+    assertEquals("communication must not be null; leave it unset for its default", communication.getMessage());
+    IllegalArgumentException coordination = assertThrows(IllegalArgumentException.class,
+        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).coordination(null).build());
+    assertEquals("coordination must not be null; leave it unset for its default", coordination.getMessage());
+    IllegalArgumentException coordinator = assertThrows(IllegalArgumentException.class,
+        () -> ParameterServerStrategy.builder().coordinator(null).build());
+    assertEquals("coordinator must not be null; leave it unset for its default", coordinator.getMessage());
+    IllegalArgumentException environment = assertThrows(IllegalArgumentException.class,
+        () -> ParameterServerStrategy.builder().environment(null).build());
+    assertEquals("environment must not be null; leave it unset for its default", environment.getMessage());
+  }
+
   private static void sleep(long ms) {
     try {
       Thread.sleep(ms);

@@ -2,6 +2,7 @@ package io.muster.yarn;
 
 import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
+import io.muster.rpc.JobToken;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -9,12 +10,10 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.EnumSet;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -122,7 +121,7 @@ public final class MusterClient implements AutoCloseable {
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
     context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
         Map.of(ApplicationMaster.JOB_ENV, job.toEnvironmentValue(),
-        SiteConfiguration.ENV, site), List.of(command), null, credentials(job, newToken()), null));
+        SiteConfiguration.ENV, site), List.of(command), null, credentials(job, JobToken.random().value()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
   }
@@ -274,12 +273,6 @@ public final class MusterClient implements AutoCloseable {
   @Override
   public void close() throws IOException {
     yarn.close();
-  }
-
-  private static String newToken() {
-    byte[] secret = new byte[16];
-    new SecureRandom().nextBytes(secret);
-    return HexFormat.of().formatHex(secret);
   }
 
   /**
