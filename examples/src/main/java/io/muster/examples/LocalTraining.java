@@ -52,28 +52,14 @@ public final class LocalTraining {
   }
 
   public static Result run(int workers, List<String> trainingArgs, PrintStream out) throws Exception {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < workers; i++) {
-      // Local runs only: the workers are separate JVMs that need their ports before they start.
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
-    }
-    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
-    String token = JobToken.random().value();
+    ClusterSpec cluster = cluster(workers);
     out.println("cluster: " + cluster);
     List<Process> processes = new ArrayList<>();
     List<CompletableFuture<Map<String, Object>>> results = new ArrayList<>();
     try {
+      processes.addAll(start(cluster, trainingArgs));
       for (int i = 0; i < workers; i++) {
-        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-            "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
-        command.addAll(trainingArgs);
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
-        builder.environment().put(JobToken.ENV, token);
-        Process process = builder.start();
-        processes.add(process);
+        Process process = processes.get(i);
         String prefix = "[worker " + i + "] ";
         results.add(CompletableFuture.supplyAsync(() -> relay(process, prefix, out)));
       }
@@ -102,6 +88,42 @@ public final class LocalTraining {
       return new Result(exit, lines);
     } finally {
       processes.forEach(Process::destroyForcibly);
+    }
+  }
+
+  /** A cluster of {@code workers} workers on this machine's free ports. */
+  static ClusterSpec cluster(int workers) throws IOException {
+    List<String> addresses = new ArrayList<>();
+    for (int i = 0; i < workers; i++) {
+      // Local runs only: the workers are separate JVMs that need their ports before they start.
+      try (ServerSocket free = new ServerSocket(0)) {
+        addresses.add("127.0.0.1:" + free.getLocalPort());
+      }
+    }
+    return ClusterSpec.of(Map.of("worker", addresses));
+  }
+
+  /**
+   * Starts a {@link SoftmaxRegression} JVM for each worker of {@code cluster}, with its own
+   * {@code TF_CONFIG} and one fresh job token, its stderr merged into its stdout; the caller ends them.
+   */
+  static List<Process> start(ClusterSpec cluster, List<String> trainingArgs) throws IOException {
+    String token = JobToken.random().value();
+    List<Process> processes = new ArrayList<>();
+    try {
+      for (int i = 0; i < cluster.numTasks("worker"); i++) {
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
+            .toString(), "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
+        command.addAll(trainingArgs);
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
+        builder.environment().put(JobToken.ENV, token);
+        processes.add(builder.start());
+      }
+      return processes;
+    } catch (IOException | RuntimeException e) {
+      processes.forEach(Process::destroyForcibly);
+      throw e;
     }
   }
 

@@ -3,21 +3,15 @@ package io.muster.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.muster.cluster.ClusterSpec;
-import io.muster.cluster.TaskId;
-import io.muster.cluster.TfConfig;
-import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -86,8 +80,8 @@ class SoftmaxRegressionTest {
   void aRunStartedAgainAfterAKilledWorkerResumesFromTheBackupWithTheWeightsOfAnUninterruptedRun() throws Exception {
     Path out = tmp.resolve("out");
     List<String> args = List.of("--epochs", "6", "--global-batch", "240", "--out", out.toString());
-    List<Process> workers = startWorkers(2, List.of("--epochs", "100000", "--global-batch", "240", "--out",
-        out.toString()));
+    List<Process> workers = LocalTraining.start(LocalTraining.cluster(2), List.of("--epochs", "100000",
+        "--global-batch", "240", "--out", out.toString()));
     try {
       awaitLine(workers.get(0), Pattern.compile("epoch 2: loss"));
       workers.get(1).destroyForcibly(); // SIGKILL
@@ -114,28 +108,6 @@ class SoftmaxRegressionTest {
     try (var left = Files.list(out.resolve("ckpt"))) {
       assertTrue(left.noneMatch(p -> p.getFileName().toString().startsWith("workertemp_")), "no worker's temp dir");
     }
-  }
-
-  /** The softmax workers as {@link LocalTraining} starts them, output to their stdout, for a test to stop. */
-  private static List<Process> startWorkers(int count, List<String> args) throws Exception {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < count; i++) {
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
-    }
-    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
-    List<Process> processes = new ArrayList<>();
-    for (int i = 0; i < count; i++) {
-      List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-          "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
-      command.addAll(args);
-      ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-      builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
-      builder.environment().put(JobToken.ENV, "0123456789abcdef0123456789abcdef");
-      processes.add(builder.start());
-    }
-    return processes;
   }
 
   /** Reads {@code process}'s output until a line matches; fails at its end. */
