@@ -71,7 +71,7 @@ class YarnTest {
         "--worker-memory", ONE_PER_HOST, "--command", "echo \"$(hostname) $TF_CONFIG\"; sleep 20"))) {
       run = submit;
       // the master's status page, through the ResourceManager's proxy, while the gang runs
-      submit.awaitLine(Pattern.compile("attempt 1: worker 3 running"), JOB, "every worker running");
+      submit.awaitLine(Pattern.compile("attempt 1: 3 workers running"), JOB, "every worker running");
       Matcher url = Pattern.compile("RUNNING \\((http://host1:8088/proxy/\\S+/)\\)").matcher(String.join("\n",
           submit.stdout()));
       assertTrue(url.find(), submit.tail());
@@ -206,11 +206,11 @@ class YarnTest {
       run = submit;
       app = applicationId(submit);
       cut = workerHost(app, submit);
-      submit.awaitLine(Pattern.compile("attempt 1: worker 3 running"), JOB, "every worker running");
+      submit.awaitLine(Pattern.compile("attempt 1: 3 workers running"), JOB, "every worker running");
       cutAt = java.time.LocalTime.now();
       cut.cutLink();
       try {
-        submit.awaitLine(Pattern.compile("attempt 2: worker 3 running"), JOB, "every worker of attempt 2 running");
+        submit.awaitLine(Pattern.compile("attempt 2: 3 workers running"), JOB, "every worker of attempt 2 running");
         rerun = Duration.between(cutAt, java.time.LocalTime.now());
         Matcher url = Pattern.compile("RUNNING \\((http://host1:8088/proxy/\\S+/)\\)").matcher(String.join("\n",
             submit.stdout()));

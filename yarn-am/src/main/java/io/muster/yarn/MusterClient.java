@@ -170,7 +170,8 @@ public final class MusterClient implements AutoCloseable {
   /**
    * Follows the application until it ends or {@code limit} passes, telling {@code progress} each
    * change of state, and while it runs each change of its gang as the master's status page shows it
-   * ({@code attempt 1: chief 1 running; worker 1 running, 1 starting}); returns the last report.
+   * ({@code attempt 1: 1 chief running; 1 worker running, 1 worker starting}): counts before the
+   * task type, so that they do not read as a task's index; returns the last report.
    */
   public ApplicationReport follow(ApplicationId id, Duration limit, Consumer<String> progress)
       throws IOException, YarnException, InterruptedException {
@@ -218,7 +219,7 @@ public final class MusterClient implements AutoCloseable {
         return Optional.empty();
       }
       return Optional.of("attempt " + status.get("attempt") + ": " + byType.entrySet().stream()
-          .map(e -> e.getKey() + " " + e.getValue().entrySet().stream().map(s -> s.getValue() + " " + s.getKey())
+          .map(e -> e.getValue().entrySet().stream().map(s -> tasks(e.getKey(), s.getValue()) + " " + s.getKey())
               .collect(Collectors.joining(", ")))
           .collect(Collectors.joining("; "))
           + (status.get("lost_nodes") instanceof Map<?, ?> lost && !lost.isEmpty()
@@ -229,6 +230,11 @@ public final class MusterClient implements AutoCloseable {
       Thread.currentThread().interrupt();
       return Optional.empty();
     }
+  }
+
+  /** {@code 1 worker}, {@code 2 workers}, {@code 2 ps} (TensorFlow's own plural). */
+  static String tasks(String type, int count) {
+    return count + " " + type + (count == 1 || type.equals("ps") ? "" : "s");
   }
 
   private YarnJob stage(YarnJob job, ApplicationId id) throws IOException {

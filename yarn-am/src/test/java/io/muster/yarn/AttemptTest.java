@@ -84,4 +84,14 @@ class AttemptTest {
     attempt.containerCompleted("c2", ContainerExitStatus.ABORTED, "released by the master");
     assertEquals(Optional.empty(), attempt.lostToCluster(), "the master released it: the abort is the account");
   }
+
+  /** The submitter's progress line gives a count before the task type, so it never reads as a task's index. */
+  @Test
+  void aProgressCountComesBeforeItsTaskType() {
+    assertEquals("1 worker", MusterClient.tasks("worker", 1));
+    assertEquals("3 workers", MusterClient.tasks("worker", 3));
+    assertEquals("1 chief", MusterClient.tasks("chief", 1));
+    assertEquals("2 ps", MusterClient.tasks("ps", 2));
+    assertEquals("2 evaluators", MusterClient.tasks("evaluator", 2));
+  }
 }

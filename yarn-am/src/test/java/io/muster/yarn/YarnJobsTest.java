@@ -142,7 +142,7 @@ class YarnJobsTest {
           }
         });
     Eventually.within(Duration.ofSeconds(90), "the client reports the whole gang running", () ->
-        progress.contains(id + " attempt 1: chief 1 running; worker 1 running"));
+        progress.contains(id + " attempt 1: 1 chief running; 1 worker running"));
     HttpClient http = HttpClient.newHttpClient();
     Map<String, Object>[] status = new Map[1];
     String[] page = new String[1];
