@@ -119,21 +119,24 @@ public final class SoftmaxRegression {
     }
   }
 
-  /** The checkpoints and backups of {@code --out}, or nothing where it is not given. */
-  private record Saves(Optional<CheckpointManager> checkpoints, Optional<BackupAndRestore> backup)
-      implements AutoCloseable {
+  /**
+   * The checkpoints and backups of {@code --out}; without it ({@link #NONE}) every step is a no-op.
+   * Both managers are there, or neither.
+   */
+  private record Saves(CheckpointManager checkpoints, BackupAndRestore backup) implements AutoCloseable {
+    static final Saves NONE = new Saves(null, null);
 
     static Saves open(Optional<Path> out, MultiWorkerMirroredStrategy strategy) throws Exception {
       if (out.isEmpty()) {
-        return new Saves(Optional.empty(), Optional.empty());
+        return NONE;
       }
       FileSystem fs = out.get().getFileSystem(new Configuration());
       WritePolicy policy = WritePolicy.of(strategy.cluster(), strategy.taskId());
       BackupAndRestore backup = new BackupAndRestore(fs, new Path(out.get(), "backup"), policy,
           BackupAndRestore.EVERY_EPOCH);
       try {
-        return new Saves(Optional.of(new CheckpointManager(fs, new Path(out.get(), "ckpt"), policy,
-            CheckpointManager.Options.DEFAULTS)), Optional.of(backup));
+        return new Saves(new CheckpointManager(fs, new Path(out.get(), "ckpt"), policy,
+            CheckpointManager.Options.DEFAULTS), backup);
       } catch (Exception e) {
         backup.close();
         throw e;
@@ -142,10 +145,8 @@ public final class SoftmaxRegression {
 
     /** The epoch to start at: 0, or the one a backup was made before; the backup's variables go into {@code model}. */
     int restore(SoftmaxModel model, int epochs, int steps) throws Exception {
-      if (backup.isEmpty()) {
-        return 0;
-      }
-      var resume = backup.get().restore(epochs, steps, SoftmaxModel.variablesLike(model.features, model.classes));
+      var resume = this == NONE ? Optional.<BackupAndRestore.ResumePoint>empty()
+          : backup.restore(epochs, steps, SoftmaxModel.variablesLike(model.features, model.classes));
       if (resume.isEmpty()) {
         return 0;
       }
@@ -157,24 +158,25 @@ public final class SoftmaxRegression {
 
     /** Saves epoch {@code epoch}'s checkpoint ({@code ckpt-<epoch + 1>}), then its backup. */
     void onEpochEnd(SoftmaxModel model, int epoch) throws Exception {
-      if (backup.isEmpty()) {
-        return;
+      if (this != NONE) {
+        Map<String, Tensor> variables = model.tensors();
+        checkpoints.save(variables, epoch + 1);
+        backup.onEpochEnd(epoch, () -> variables);
       }
-      Map<String, Tensor> variables = model.tensors();
-      checkpoints.orElseThrow().save(variables, epoch + 1);
-      backup.get().onEpochEnd(epoch, () -> variables);
     }
 
     void onTrainEnd() throws Exception {
-      if (backup.isPresent()) {
-        backup.get().onTrainEnd();
+      if (this != NONE) {
+        backup.onTrainEnd();
       }
     }
 
     @Override
     public void close() {
-      checkpoints.ifPresent(CheckpointManager::close);
-      backup.ifPresent(BackupAndRestore::close);
+      if (this != NONE) {
+        checkpoints.close();
+        backup.close();
+      }
     }
   }
 

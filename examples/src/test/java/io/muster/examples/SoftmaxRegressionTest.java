@@ -5,14 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -110,16 +113,28 @@ class SoftmaxRegressionTest {
     }
   }
 
-  /** Reads {@code process}'s output until a line matches; fails at its end. */
+  /** Reads {@code process}'s output until a line matches; fails at its end, or after three minutes. */
   private static void awaitLine(Process process, Pattern line) throws Exception {
+    List<String> seen = new CopyOnWriteArrayList<>();
+    // not closed: the worker goes on writing to it until it ends
     BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-    List<String> seen = new ArrayList<>();
-    for (String l = in.readLine(); l != null; l = in.readLine()) {
-      if (line.matcher(l).find()) {
-        return;
+    CompletableFuture<Boolean> found = CompletableFuture.supplyAsync(() -> {
+      try {
+        for (String l = in.readLine(); l != null; l = in.readLine()) {
+          if (line.matcher(l).find()) {
+            return true;
+          }
+          seen.add(l);
+        }
+        return false;
+      } catch (IOException e) {
+        return false;
       }
-      seen.add(l);
+    });
+    try {
+      assertTrue(found.get(3, TimeUnit.MINUTES), "the output ended before a line matching " + line + ": " + seen);
+    } catch (TimeoutException e) {
+      throw new AssertionError("no line matching " + line + " within 3 minutes: " + seen, e);
     }
-    throw new AssertionError("the output ended before a line matching " + line + ": " + seen);
   }
 }

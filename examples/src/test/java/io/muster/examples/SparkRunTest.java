@@ -112,7 +112,12 @@ class SparkRunTest {
 
   private static boolean python3() {
     try {
-      return new ProcessBuilder("python3", "--version").redirectErrorStream(true).start().waitFor() == 0;
+      Process version = new ProcessBuilder("python3", "--version").redirectErrorStream(true).start();
+      if (!version.waitFor(30, java.util.concurrent.TimeUnit.SECONDS)) {
+        version.destroyForcibly();
+        return false;
+      }
+      return version.exitValue() == 0;
     } catch (java.io.IOException | InterruptedException e) {
       return false;
     }
