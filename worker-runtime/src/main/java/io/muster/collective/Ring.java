@@ -70,6 +70,7 @@ final class Ring implements AutoCloseable {
    * ABORT frame gets through, and the service's word reaches this rank a moment later.
    */
   private static final long BROKEN_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+  private static final Duration ANSWER_BEFORE_CLOSING = Duration.ofSeconds(2);
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
@@ -175,7 +176,7 @@ final class Ring implements AutoCloseable {
       try {
         toNext = RingSetup.dial(nextAddress, group.rank(), next, token, tls, timeout);
       } catch (IOException e) {
-        accepted.cancel(true);
+        answerPreviousBeforeClosing(accepted);
         throw e;
       }
       RingStream fromPrev;
@@ -204,6 +205,21 @@ final class Ring implements AutoCloseable {
         fromPrev.close();
         throw e;
       }
+    }
+  }
+
+  /**
+   * A rank whose dial failed keeps accepting for a moment before it closes its port: the previous
+   * rank, dialling at about the same time, then gets this rank's refusal in words (other TLS
+   * settings, wrong token) instead of a bare "Connection refused".
+   */
+  private static void answerPreviousBeforeClosing(CompletableFuture<RingStream> accepted) {
+    try {
+      accepted.get(ANSWER_BEFORE_CLOSING.toMillis(), TimeUnit.MILLISECONDS).close();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (Exception e) {
+      // nothing accepted in time, or the accept failed: the port closes either way
     }
   }
 
