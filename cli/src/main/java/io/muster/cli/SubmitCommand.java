@@ -2,6 +2,7 @@ package io.muster.cli;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.yarn.LocalYarn;
 import io.muster.yarn.MusterClient;
 import io.muster.yarn.YarnJob;
@@ -54,6 +55,8 @@ final class SubmitCommand {
       "  --files a.py,conf.json       files every container gets in its working directory (path#name renames)",
       "  --archives venv.tar.gz#venv  archives YARN unpacks there (tar.gz, zip, jar)",
       "  --max-attempts 1             how many times the whole gang runs before the job fails",
+      "  --rerun cluster-failures     which failures run the gang again: cluster-failures (a signal, a lost",
+      "                               container or node, exit 75) or any-failure (a command's own exit too)",
       "  --gang-timeout 10m           allocation and registration of the whole gang, per attempt",
       "  --output-dir URI             MUSTER_OUTPUT_DIR",
       "  --untracked ps,evaluator     task types whose commands are ended, not awaited (default: ps and",
@@ -246,7 +249,7 @@ final class SubmitCommand {
   /** The job the options describe; a usage error names the option and what it accepts. */
   static YarnJob parse(List<String> args, List<String> classpath) {
     Set<String> valued = new LinkedHashSet<>(List.of("--name", "--queue", "--command", "--env", "--max-attempts",
-        "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout",
+        "--rerun", "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout",
         "--conf"));
     for (String type : TYPES) {
       for (String what : List.of("instances", "memory", "vcores", "gpus", "command")) {
@@ -316,7 +319,8 @@ final class SubmitCommand {
         }
       }
       return new YarnJob(o.get("--name", "muster"), o.get("--queue", "default"), gang, resources, commands, env,
-          integer(o, "--max-attempts", 1, 1), Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
+          integer(o, "--max-attempts", 1, 1), Rerun.parse("--rerun", o.get("--rerun", "cluster-failures")),
+          Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
           Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped,
           new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
               o.has("--app-timeout") ? Optional.of(Durations.parse("--app-timeout", o.get("--app-timeout", "")))

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskType;
+import io.muster.launch.Rerun;
 import io.muster.yarn.YarnJob;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -27,7 +28,8 @@ class SubmitCommandTest {
     YarnJob job = parse("--name", "ps-job", "--queue", "ml", "--chief-instances", "1", "--worker-instances", "2",
         "--ps-instances", "1", "--worker-memory", "2g", "--ps-memory", "512m", "--worker-vcores", "2",
         "--worker-gpus", "1", "--command", "python3 train.py", "--ps-command", "python3 serve.py",
-        "--env", "A=1", "--env", "B=x=y", "--max-attempts", "3", "--gang-timeout", "90s", "--output-dir", "hdfs:///o");
+        "--env", "A=1", "--env", "B=x=y", "--max-attempts", "3", "--rerun", "any-failure", "--gang-timeout", "90s",
+        "--output-dir", "hdfs:///o");
     assertEquals("ps-job", job.name());
     assertEquals("ml", job.queue());
     assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, evaluator, ps)", job.gang().toString());
@@ -38,6 +40,7 @@ class SubmitCommandTest {
         "python3 serve.py"), job.commands());
     assertEquals(Map.of("A", "1", "B", "x=y"), job.environment());
     assertEquals(3, job.maxAttempts());
+    assertEquals(Rerun.ANY_FAILURE, job.rerun());
     assertEquals(Duration.ofSeconds(90), job.gangTimeout());
     assertEquals(Optional.of("hdfs:///o"), job.outputDir());
     assertEquals(job, YarnJob.fromEnvironmentValue(job.toEnvironmentValue()), "the job reaches the master whole");
@@ -129,6 +132,7 @@ class SubmitCommandTest {
     assertEquals("default", job.queue());
     assertEquals(Duration.ofMinutes(10), job.gangTimeout());
     assertEquals(1, job.maxAttempts());
+    assertEquals(Rerun.CLUSTER_FAILURES, job.rerun(), "a command's own failure is its verdict");
     assertEquals(EnumSet.of(TaskType.PS), parse("--command", "x", "--untracked", "ps").gang().untracked());
   }
 
@@ -156,6 +160,8 @@ class SubmitCommandTest {
             "every task of the gang (1 worker) is untracked (worker), so nothing would end the job; track the chief "
                 + "or the workers"),
         Map.entry(List.of("--command", "x", "--max-attempts", "0"), "--max-attempts must be an integer >= 1, was '0'"),
+        Map.entry(List.of("--command", "x", "--rerun", "always"),
+            "--rerun must be one of cluster-failures, any-failure, was 'always'"),
         Map.entry(List.of("--command", "x", "--conf", "/nonexistent/job.properties"),
             "--conf /nonexistent/job.properties cannot be read: no such file"),
         Map.entry(List.of("--command", "x", "--files", "/nonexistent/train.py"),

@@ -1,5 +1,6 @@
 package io.muster.examples;
 
+import io.muster.launch.Rerun;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.ExternalCommand;
 import java.io.IOException;
@@ -26,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * Java to write. The chief's result file is printed (or written to {@code --result FILE}).
  *
  * <p>Arguments: {@code [--workers 4] [--data FILE] [--out DIR] [--gpus-per-worker 0]
- * [--max-attempts 1] [--result FILE] -- COMMAND [ARGS...]}.
+ * [--max-attempts 1] [--rerun cluster-failures] [--result FILE] -- COMMAND [ARGS...]}.
  */
 public final class SparkRun {
   private static final Logger log = LoggerFactory.getLogger(SparkRun.class);
@@ -34,11 +35,13 @@ public final class SparkRun {
   private SparkRun() {}
 
   private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--ps", "0", "--data", "",
-      "--out", "", "--gpus-per-worker", "0", "--max-attempts", "1", "--result", "");
+      "--out", "", "--gpus-per-worker", "0", "--max-attempts", "1", "--rerun", "cluster-failures", "--result", "");
   private static final Set<String> FLAGS = Set.of("--chief", "--evaluator", "--overwrite");
   private static final String USAGE = "usage: muster spark-run [--workers 4] [--chief] [--ps 0] [--evaluator] "
       + "[--data FILE.csv|FILE.parquet] [--out DIR [--overwrite]] [--gpus-per-worker 0] [--max-attempts 1] "
-      + "[--result FILE] -- COMMAND [ARGS...]\n"
+      + "[--rerun cluster-failures|any-failure] [--result FILE] -- COMMAND [ARGS...]\n"
+      + "  --rerun: which failures run the gang again: the cluster's (a signal, a lost task, exit 75), or any "
+      + "(a command's own exit code too)\n"
       + "  --out: MUSTER_OUTPUT_DIR of every task (any Hadoop URI); it keeps which run it belongs to (the command and "
       + "the data): the same run again resumes there, another run is refused unless --overwrite, which empties it";
 
@@ -100,6 +103,7 @@ public final class SparkRun {
         .numWorkers(chief ? Args.nonNegativeInt(options, "--workers") : Args.positiveInt(options, "--workers"))
         .ps(Args.nonNegativeInt(options, "--ps")).evaluator(Boolean.parseBoolean(options.get("--evaluator")))
         .maxAttempts(Args.positiveInt(options, "--max-attempts"))
+        .rerun(Rerun.parse("--rerun", options.get("--rerun")))
         .gpusPerWorker(Args.nonNegativeInt(options, "--gpus-per-worker")).build();
   }
 

@@ -4,6 +4,7 @@ import io.muster.cluster.TaskType;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
 import java.io.Serializable;
 import java.time.Duration;
@@ -50,11 +51,13 @@ import scala.reflect.ClassTag$;
  * task fails, every task of the gang fails with it (the coordination service sees to that) and
  * the whole gang is re-run, up to {@code maxAttempts} times, with {@link TrainContext#attempt()}
  * counting up; a train function using {@link TrainContext#backupAndRestore} resumes where the
- * last backup left it. Only the cluster's failures are re-run: a task killed or lost, a peer that
- * died (the runtime's collective, coordination and RPC errors), a command killed by a signal or
- * past its timeout, a {@link RetryableException}, a command's exit code
- * {@link ExternalCommand#EX_TEMPFAIL}. Any other exception the train function throws, and any
- * other non-zero exit code, fails the run at once: it would fail the same way again.
+ * last backup left it. Which failures are re-run is the launch core's {@link Rerun} rule, the same
+ * as on YARN: by default only the cluster's failures (a task killed or lost, a peer that died, so
+ * the runtime's collective, coordination and RPC errors, a command killed by a signal or past its
+ * timeout), a {@link RetryableException} and a command's exit code {@link Rerun#EX_TEMPFAIL}. Any
+ * other exception the train function throws, and any other non-zero exit code, fails the run at
+ * once, since it would fail the same way again; {@link Builder#rerun} with {@link Rerun#ANY_FAILURE}
+ * re-runs those too.
  */
 public final class BarrierTrainer {
 
@@ -70,13 +73,15 @@ public final class BarrierTrainer {
   public static final String SLOT_TIMEOUT = "spark.muster.slotTimeout";
   /** Spark setting: where the tasks exchange their addresses, {@code driver} (default) or Spark's {@code allGather}. */
   public static final String RENDEZVOUS = "spark.muster.rendezvous";
-  static final String NOT_RETRIED = "the train function's own failure, which a re-run would repeat; "
-      + "throw RetryableException, or exit with 75, to have the gang re-run";
+  static final String NOT_RERUN = "the train function's or command's own failure, which a re-run would repeat; "
+      + "throw RetryableException or exit with " + Rerun.EX_TEMPFAIL + ", or choose --rerun any-failure "
+      + "(Rerun.ANY_FAILURE), to have the gang re-run";
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
   private final GangSpec gang;
   private final int maxAttempts;
+  private final Rerun rerun;
   private final int gpusPerWorker;
   private final String host;
   private final CoordinationOptions coordination;
@@ -87,6 +92,7 @@ public final class BarrierTrainer {
   private BarrierTrainer(Builder b, GangSpec gang) {
     this.gang = gang;
     this.maxAttempts = b.maxAttempts;
+    this.rerun = b.rerun;
     this.gpusPerWorker = b.gpusPerWorker;
     this.host = b.host;
     this.coordination = b.coordination;
@@ -201,12 +207,12 @@ public final class BarrierTrainer {
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
-        boolean retryable = !UsersFailureException.isIn(e);
+        boolean retryable = rerun == Rerun.ANY_FAILURE || !UsersFailureException.isIn(e);
         String why = e instanceof GangNotFormedException ? e.getMessage() : GangFailure.describe(e, gang);
         log.debug("attempt {} of {} failed; as Spark reported it:", attempt + 1, maxAttempts, e);
         if (attempt + 1 >= maxAttempts || !retryable) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
-              + (retryable || maxAttempts == 1 ? "" : ", not retried (" + NOT_RETRIED + ")") + ": " + why, e);
+              + (retryable || maxAttempts == 1 ? "" : ", not re-run (" + NOT_RERUN + ")") + ": " + why, e);
         }
         log.warn("attempt {} of {} failed: {}; re-running the gang", attempt + 1, maxAttempts,
             why.lines().findFirst().orElse(why));
@@ -426,6 +432,7 @@ public final class BarrierTrainer {
     private boolean evaluator;
     private Set<TaskType> untracked;
     private int maxAttempts = 1;
+    private Rerun rerun = Rerun.CLUSTER_FAILURES;
     private int gpusPerWorker;
     private String host;
     private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
@@ -496,6 +503,16 @@ public final class BarrierTrainer {
       return this;
     }
 
+    /**
+     * Which failed runs of the gang are re-run (while attempts are left): by default the cluster's
+     * failures only ({@link Rerun#CLUSTER_FAILURES}); {@link Rerun#ANY_FAILURE} re-runs a train
+     * function's own exception and a command's own exit code too.
+     */
+    public Builder rerun(Rerun value) {
+      this.rerun = value;
+      return this;
+    }
+
     /** GPUs each worker needs; the train function gets their device ordinals ({@link TrainContext#gpus()}). */
     public Builder gpusPerWorker(int n) {
       this.gpusPerWorker = n;
@@ -541,8 +558,8 @@ public final class BarrierTrainer {
       if (host != null && host.isBlank()) {
         throw new IllegalArgumentException("host must be a host name or address, was '" + host + "'");
       }
-      if (coordination == null || communication == null) {
-        throw new IllegalArgumentException("coordination and communication options must not be null");
+      if (coordination == null || communication == null || rerun == null) {
+        throw new IllegalArgumentException("coordination, communication and rerun options must not be null");
       }
       if (communication.timeout().isPresent()) {
         throw new IllegalArgumentException("communication timeout is taken from the coordination heartbeat "

@@ -3,6 +3,7 @@ package io.muster.spark;
 import io.muster.cluster.TaskId;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
@@ -37,11 +38,14 @@ import org.slf4j.LoggerFactory;
  * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
  * commands. When the gang fails (a command exits non-zero, or a task's link closes before its
  * command's exit was reported: the task failed or was killed) it sends
- * {@code FAILED TAB own|retryable TAB reason} to every other task at once, which then ends its
- * command with the failure grace period instead of waiting for Spark's abort of the stage, and
- * fails with the first task's story and the same verdict on a retry. Multi-line texts travel with
- * their line breaks escaped. Output streaming is best effort (a task that cannot reach the driver
- * logs the lines in its executor's log); an untracked task cannot run without the link.
+ * {@code FAILED TAB own|retryable TAB reason} to every task, which then ends its command with the
+ * failure grace period instead of waiting for Spark's abort of the stage, and fails with the first
+ * task's story and the same verdict on a retry. A cluster's failure is sent at once; a command's
+ * own failure ({@link Rerun}) after {@link Rerun#CAUSE_WINDOW}, unless a cluster's failure taken
+ * for its cause comes first; the task whose command failed waits for that word before it fails.
+ * Multi-line texts travel with their line breaks escaped. Output streaming is best effort (a task
+ * that cannot reach the driver logs the lines in its executor's log); an untracked task cannot run
+ * without the link.
  *
  * <p>Each end sends {@code BEAT} every {@link #BEAT_EVERY}: a host that loses power or its link
  * resets nothing, and its connections stay open while nothing arrives. A task the driver has not
@@ -128,8 +132,10 @@ final class CommandLogs {
     private final Set<TaskId> endRequested = new HashSet<>();
     /** Tasks whose command's exit was reported; guarded by {@code this}. */
     private final Set<TaskId> exitReported = new HashSet<>();
-    /** Why the gang failed, once it has; guarded by {@code this}. */
+    /** Why the gang failed, once the tasks have been told; guarded by {@code this}. */
     private GangFailed gangFailure;
+    /** A command's own failure waiting {@link Rerun#CAUSE_WINDOW} for a cluster's failure; guarded by {@code this}. */
+    private String ownFailure;
     /** When each connected task last sent anything, and from where. */
     private final Map<TaskId, Long> lastHeard = new ConcurrentHashMap<>();
     private final Map<TaskId, Socket> connections = new ConcurrentHashMap<>();
@@ -211,7 +217,7 @@ final class CommandLogs {
         lastHeard.replaceAll((task, heard) -> now);
       }
       tasks.forEach((task, out) -> send(task, out, BEAT));
-      if (!(endOfJob.verdict() instanceof EndOfJob.Running) || gangFailure != null) {
+      if (endOfJob.verdict() instanceof EndOfJob.Succeeded || gangFailure != null) {
         return Optional.empty();
       }
       return lastHeard.entrySet().stream()
@@ -253,7 +259,7 @@ final class CommandLogs {
       tasks.remove(task);
       lastHeard.remove(task);
       connections.remove(task);
-      if (!exitReported.contains(task) && endOfJob.verdict() instanceof EndOfJob.Running) {
+      if (!exitReported.contains(task) && !(endOfJob.verdict() instanceof EndOfJob.Succeeded)) {
         gangFailed(new GangFailed(task + "'s task ended before its command's exit was reported (the task failed or "
             + "was killed)", false));
       }
@@ -264,10 +270,16 @@ final class CommandLogs {
       if (gangFailure != null) {
         return;
       }
+      endOfJob.settle();
       gangFailure = failure;
       // The driver's one failure line names the failure; this is for the debug log.
       log.debug("the gang has failed: {}; ending the other tasks' commands", failure.reason());
       tasks.forEach((task, out) -> sendFailure(task, out, failure));
+    }
+
+    /** No cluster's failure came within the cause window: the command's own failure is the gang's. */
+    private synchronized void ownFailureStands() {
+      gangFailed(new GangFailed(ownFailure, true));
     }
 
     private static void sendFailure(TaskId task, Writer out, GangFailed failure) {
@@ -279,11 +291,16 @@ final class CommandLogs {
       exitReported.add(task);
       EndOfJob.Verdict before = endOfJob.verdict();
       EndOfJob.Verdict verdict = endOfJob.exited(task, code);
-      if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Failed failed) {
-        // A command's own exit code fails the run without a retry; the other tasks fail with the same
-        // story and verdict, so the driver tells it whichever task's failure Spark reports first.
-        boolean own = failed.exitCode() <= 128 && failed.exitCode() != ExternalCommand.EX_TEMPFAIL;
-        gangFailed(new GangFailed(story.isEmpty() ? task + "'s command exited with code " + code : story, own));
+      if (verdict instanceof EndOfJob.Failed failed && failed.task().equals(task) && gangFailure == null) {
+        // Every task fails with the same story and verdict, so the driver tells it whichever task's
+        // failure Spark reports first. A command's own failure waits for a cluster's failure that caused it.
+        String reason = story.isEmpty() ? task + "'s command exited with code " + code : story;
+        if (!failed.isCommandsOwn()) {
+          gangFailed(new GangFailed(reason, false));
+        } else if (before instanceof EndOfJob.Running) {
+          ownFailure = reason;
+          beats.schedule(this::ownFailureStands, Rerun.CAUSE_WINDOW.toMillis(), TimeUnit.MILLISECONDS);
+        }
       }
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
         log.info("every tracked task has finished; ending {}", done.toEnd());
@@ -385,6 +402,15 @@ final class CommandLogs {
       action.accept(failure);
     }
 
+    /** The driver's word that the gang has failed, waiting up to {@code limit} for it; empty without a link. */
+    synchronized Optional<GangFailed> awaitGangFailure(Duration limit) throws InterruptedException {
+      long deadline = System.nanoTime() + limit.toNanos();
+      while (gangFailure == null && out != null && System.nanoTime() < deadline) {
+        TimeUnit.NANOSECONDS.timedWait(this, deadline - System.nanoTime());
+      }
+      return Optional.ofNullable(gangFailure);
+    }
+
     /** Tells the driver this task is alive; takes a driver silent for {@link #DRIVER_SILENT} for a failed gang. */
     private void beat(Duration sinceLastBeat, String driver) {
       long now = System.nanoTime();
@@ -413,6 +439,7 @@ final class CommandLogs {
         }
         gangFailure = failure;
         action = onGangFailure;
+        notifyAll();
       }
       if (action != null) {
         action.accept(failure);

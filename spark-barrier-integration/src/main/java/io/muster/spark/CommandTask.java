@@ -4,6 +4,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.data.TfRecordWriter;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
@@ -55,6 +56,8 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
 
   private static final long serialVersionUID = 2L;
   private static final Logger log = LoggerFactory.getLogger(CommandTask.class);
+  /** How long past the cause window the driver's word on a failure may take to arrive. */
+  private static final Duration DRIVERS_WORD = Duration.ofSeconds(2);
   /** A result travels back through Spark's task result; larger outputs belong in the output directory. */
   static final long MAX_RESULT_BYTES = 64L << 20;
 
@@ -172,10 +175,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
         return Optional.empty();
       }
       if (code != 0) {
-        // Killed by a signal, or asking for a re-run (sysexits' EX_TEMPFAIL): the driver may retry.
-        // Any other code is the command's own answer, which a re-run would repeat.
-        throw code > 128 || code == ExternalCommand.EX_TEMPFAIL ? new IllegalStateException(failure)
-            : new UsersFailureException(failure);
+        throw failure(name, code, failure, driver);
       }
       log.info("{}: {} finished", name, command);
       return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();
@@ -183,6 +183,26 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       Thread.currentThread().interrupt();
       throw new IllegalStateException(name + ": interrupted while `" + command + "` ran; it was ended", e);
     }
+  }
+
+  /**
+   * The task's failure, with the launch core's verdict ({@link Rerun}). A command's own exit code
+   * waits for the driver's word: a cluster's failure of another task heard within
+   * {@link Rerun#CAUSE_WINDOW} is taken for its cause, and another task's earlier failure is the
+   * gang's story; without a word the code is the verdict.
+   */
+  private RuntimeException failure(String name, int code, String failure, CommandLogs.Sender driver)
+      throws InterruptedException {
+    if (!Rerun.isCommandsOwn(code)) {
+      return new IllegalStateException(failure);
+    }
+    Optional<CommandLogs.GangFailed> gang = driver.awaitGangFailure(Rerun.CAUSE_WINDOW.plus(DRIVERS_WORD));
+    if (gang.isEmpty() || gang.get().reason().equals(failure)) {
+      return new UsersFailureException(failure);
+    }
+    String story = name + ": `" + command + "` exited with code " + code + " because the gang failed: "
+        + gang.get().reason();
+    return gang.get().usersOwn() ? new UsersFailureException(story) : new IllegalStateException(story);
   }
 
   private static String tail(TaskProcess process) {

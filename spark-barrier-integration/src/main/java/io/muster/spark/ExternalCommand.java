@@ -19,12 +19,6 @@ import java.util.Optional;
 public final class ExternalCommand implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /**
-   * The exit code (sysexits' {@code EX_TEMPFAIL}) with which a command asks for the gang to be
-   * re-run; a command killed by a signal is re-run too, any other non-zero code is not.
-   */
-  public static final int EX_TEMPFAIL = 75;
-
   private final List<String> command;
   private final Map<String, String> environment;
   private final String outputDir;

@@ -12,6 +12,7 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess.Stream;
 import io.muster.rpc.JobToken;
@@ -41,6 +42,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /** External-command mode in Spark local[4], the command a real child JVM ({@link ShardCheck}). */
 class ExternalCommandTest {
@@ -225,11 +228,56 @@ class ExternalCommandTest {
     }
   }
 
+  /**
+   * The one failure rule, with the same command as {@code YarnJobsTest#theOneFailureRule} on YARN:
+   * worker 1 fails the first attempt with {@code code}. A command's own exit code is the run's
+   * verdict; 75 (asking for a re-run), or any code under {@link Rerun#ANY_FAILURE}, runs the whole
+   * gang again, which then succeeds.
+   */
+  @ParameterizedTest(name = "exit {0} under {1}: re-run {2}")
+  @CsvSource({"3, CLUSTER_FAILURES, false", "75, CLUSTER_FAILURES, true", "3, ANY_FAILURE, true"})
+  void theOneFailureRule(int code, Rerun rerun, boolean reruns) throws Exception {
+    String command = "echo \"$MUSTER_ATTEMPT\" >> " + dir + "/worker-$MUSTER_TASK_INDEX; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then "
+        + "echo 'boom from worker 1' >&2; exit " + code + "; fi; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi; exit 0";
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(2).maxAttempts(2).rerun(rerun)
+        .commandLogs(lines::add).build();
+    ExternalCommand sh = ExternalCommand.of("sh", "-c", command);
+    if (reruns) {
+      trainer.run(spark, sh);
+      assertEquals("0\n1\n", Files.readString(dir.resolve("worker-0")), "worker 0 ran in both attempts");
+      assertEquals("0\n1\n", Files.readString(dir.resolve("worker-1")));
+    } else {
+      IllegalStateException e = assertThrows(IllegalStateException.class, () -> trainer.run(spark, sh));
+      assertTrue(e.getMessage().startsWith("training failed on attempt 1 of 2, not re-run ("
+          + BarrierTrainer.NOT_RERUN + "): worker 1: `"), e.getMessage());
+      assertTrue(e.getMessage().endsWith("` exited with code " + code + "; the last 1 lines of its stderr:\n"
+          + "  boom from worker 1"), e.getMessage());
+      assertEquals("0\n", Files.readString(dir.resolve("worker-0")), "one attempt only");
+      assertEquals("0\n", Files.readString(dir.resolve("worker-1")));
+    }
+  }
+
+  /**
+   * A command's own failure that is the symptom of a cluster's failure heard a moment later (as
+   * {@code YarnJobsTest} does on YARN): worker 0 exits 1 at once, worker 1 is killed by a signal a
+   * second later. The kill is taken for the cause, and the gang runs again.
+   */
   @Test
-  void aCommandsOwnExitCodeIsNotRetriedButACommandKilledByASignalIs() throws Exception {
+  void aClustersFailureHeardWithinTheCauseWindowIsTheVerdict() throws Exception {
+    String command = "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then "
+        + "if [ \"$MUSTER_TASK_INDEX\" = 0 ]; then echo 'lost my peer' >&2; exit 1; fi; sleep 1; kill -9 $$; fi; "
+        + "echo \"attempt $MUSTER_ATTEMPT\" > \"$MUSTER_RESULT_FILE\"";
+    Optional<byte[]> result = trainer(2, 2).run(spark, ExternalCommand.of("sh", "-c", command));
+    assertEquals("attempt 1\n", new String(result.orElseThrow(), StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void aCommandsOwnExitCodeFailsTheRunOnceAndACommandKilledByASignalIsReRun() throws Exception {
     IllegalStateException e = assertThrows(IllegalStateException.class,
         () -> trainer(4, 3).run(rows(20), shardCheck("fail-worker-1", dir.toString())));
-    assertTrue(e.getMessage().startsWith("training failed on attempt 1 of 3, not retried ("), e.getMessage());
+    assertTrue(e.getMessage().startsWith("training failed on attempt 1 of 3, not re-run ("), e.getMessage());
     assertEquals(List.of("0"), lines.stream().map(CommandLine::text).filter(t -> t.startsWith("cuda [] attempt "))
         .map(t -> t.substring("cuda [] attempt ".length(), "cuda [] attempt ".length() + 1)).distinct().toList(),
         "attempt 0 only");

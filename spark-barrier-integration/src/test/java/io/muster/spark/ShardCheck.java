@@ -37,7 +37,7 @@ public final class ShardCheck {
         for (int i = 1; i <= 40; i++) {
           System.err.println("boom line " + i);
         }
-        System.exit(mode.equals("fail-once") ? ExternalCommand.EX_TEMPFAIL : 3); // fail-once asks for a re-run
+        System.exit(mode.equals("fail-once") ? io.muster.launch.Rerun.EX_TEMPFAIL : 3); // fail-once asks for a re-run
       }
       if (mode.equals("sleep") || env.get("MUSTER_ATTEMPT").equals("0")) {
         Path dir = Path.of(args[1]);

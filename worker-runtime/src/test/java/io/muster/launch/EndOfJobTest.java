@@ -1,7 +1,9 @@
 package io.muster.launch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskId;
 import io.muster.launch.EndOfJob.Failed;
@@ -42,11 +44,54 @@ class EndOfJobTest {
   }
 
   @Test
-  void theFirstFailureIsTheVerdictWhateverExitsAfterIt() {
+  void theFirstFailureIsTheVerdictWhateverExitsAfterItOnceSettled() {
     EndOfJob end = new EndOfJob(GangSpec.of(1, 2, 1, 0));
     assertEquals(new Failed(CHIEF, 1), end.exited(CHIEF, 1));
+    assertEquals(new Failed(CHIEF, 1), end.settle());
     assertEquals(new Failed(CHIEF, 1), end.exited(PS_0, 137));
     assertEquals(new Failed(CHIEF, 1), end.verdict());
+  }
+
+  @Test
+  void aClustersFailureBeforeTheVerdictIsSettledIsTakenForTheCauseOfACommandsOwnFailure() {
+    EndOfJob end = new EndOfJob(GangSpec.workers(2));
+    Failed symptom = (Failed) end.exited(WORKER_0, 1); // its peer's container was killed a moment before
+    assertTrue(symptom.isCommandsOwn());
+    Failed cause = (Failed) end.exited(WORKER_1, 137);
+    assertEquals(new Failed(WORKER_1, 137), cause);
+    assertFalse(cause.isCommandsOwn());
+    assertEquals(cause, end.settle());
+  }
+
+  @Test
+  void aCommandsOwnFailureAfterAnotherStaysTheFirstAndAClustersFailureIsNotReplaced() {
+    EndOfJob own = new EndOfJob(GangSpec.of(0, 3, 0, 0));
+    own.exited(WORKER_0, 3);
+    assertEquals(new Failed(WORKER_0, 3), own.exited(WORKER_1, 1));
+    EndOfJob clusters = new EndOfJob(GangSpec.workers(2));
+    clusters.exited(WORKER_1, -102); // YARN preempted its container
+    assertEquals(new Failed(WORKER_1, -102), clusters.exited(WORKER_0, 143));
+  }
+
+  @Test
+  void anExitCodeIsTheCommandsOwnFromOneTo128ButNotTheRequestForARerun() {
+    for (int own : new int[] {1, 2, 3, 74, 76, 127, 128}) {
+      assertTrue(Rerun.isCommandsOwn(own), "exit " + own);
+    }
+    for (int clusters : new int[] {Rerun.EX_TEMPFAIL, 129, 137, 143, -100, -102}) {
+      assertFalse(Rerun.isCommandsOwn(clusters), "exit " + clusters);
+    }
+    assertFalse(Rerun.CLUSTER_FAILURES.reruns(new Failed(WORKER_0, 3)));
+    assertTrue(Rerun.CLUSTER_FAILURES.reruns(new Failed(WORKER_0, 75)));
+    assertTrue(Rerun.ANY_FAILURE.reruns(new Failed(WORKER_0, 3)));
+  }
+
+  @Test
+  void theRerunOptionNamesItsValues() {
+    assertEquals(Rerun.ANY_FAILURE, Rerun.parse("--rerun", "any-failure"));
+    assertEquals(Rerun.CLUSTER_FAILURES, Rerun.parse("--rerun", "cluster-failures"));
+    assertEquals("--rerun must be one of cluster-failures, any-failure, was 'always'",
+        assertThrows(IllegalArgumentException.class, () -> Rerun.parse("--rerun", "always")).getMessage());
   }
 
   @Test

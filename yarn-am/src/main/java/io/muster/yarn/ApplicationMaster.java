@@ -4,6 +4,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
+import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Reachability;
 import io.muster.rpc.Security;
@@ -70,8 +71,10 @@ import org.slf4j.LoggerFactory;
  * runs its command. The <em>gang deadline</em> covers allocation and registration: when it passes,
  * everything is released and the job fails with what was allocated, registered and missing (a
  * gang that did not fit will not fit the next time either). A failed task fails the attempt:
- * every other command is aborted and the whole gang runs again, up to the job's attempts, with
- * {@code MUSTER_ATTEMPT} counting up. The job succeeds when the launch core's {@link EndOfJob}
+ * every other command is aborted and, where the launch core's {@link Rerun} rule says so, the
+ * whole gang runs again, up to the job's attempts, with {@code MUSTER_ATTEMPT} counting up (a
+ * command's own failure is first given {@link Rerun#CAUSE_WINDOW} for a cluster's failure that
+ * caused it). The job succeeds when the launch core's {@link EndOfJob}
  * says so; the final status and diagnostics name the failing task, its host, container, exit code
  * and stderr tail.
  */
@@ -271,9 +274,15 @@ public final class ApplicationMaster {
         default:
           Optional<String> lost = attempt.lostToCluster();
           counted += lost.isPresent() ? 0 : 1;
-          failures.add(which + " failed: " + attempt.failureReport()
+          boolean rerun = !attempt.endedByOwnFailure() || job.rerun() == Rerun.ANY_FAILURE;
+          String notRerun = rerun || counted >= job.maxAttempts() ? ""
+              : ", not re-run (" + Rerun.notRerun("--rerun " + Rerun.ANY_FAILURE.optionValue()) + ")";
+          failures.add(which + " failed" + notRerun + ": " + attempt.failureReport()
               + lost.map(why -> " (" + why + "; this attempt does not count)").orElse(""));
           diagnostics = String.join("\n", failures);
+          if (!rerun) {
+            return new Outcome(FinalApplicationStatus.FAILED, diagnostics);
+          }
           log.warn("{} failed: {}{}", which, attempt.failureReport(),
               counted < job.maxAttempts() ? "; running the whole gang again" : "");
       }
@@ -331,8 +340,8 @@ public final class ApplicationMaster {
               + attempt.formationReport(probeNodes(unregistered)));
         } else if (!silent.isEmpty()) {
           abortForSilence(attempt, silent);
-        } else if (attempt.verdict() instanceof EndOfJob.Failed) {
-          attempt.abort(attempt.failureReport());
+        } else if (attempt.failureToActOn().isPresent()) {
+          attempt.abortForFailure();
         }
         if (attempt.abortReason().isPresent()) {
           log.warn("attempt {}: {}", attempt.number + 1, attempt.abortReason().get());

@@ -6,6 +6,7 @@ import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -67,6 +68,10 @@ final class Attempt {
   private String abortReason;
   /** Why the attempt is the cluster's failure, not the job's; null while it is not. */
   private String lostToCluster;
+  /** When the verdict became a failure; null while it is not one. */
+  private Instant failedAt;
+  /** Whether the master ended the attempt for a command's own failure ({@link #abortForFailure}). */
+  private boolean endedByOwnFailure;
   private Instant formedAt;
 
   Attempt(int number, GangSpec gang, Duration gangTimeout) {
@@ -173,7 +178,11 @@ final class Attempt {
     m.endedByMaster = endedByMaster;
     m.stderrTail = List.copyOf(stderrTail);
     m.exited = Instant.now();
-    return endOfJob.exited(task, code);
+    EndOfJob.Verdict verdict = endOfJob.exited(task, code);
+    if (failedAt == null && verdict instanceof EndOfJob.Failed) {
+      failedAt = m.exited;
+    }
+    return verdict;
   }
 
   /** YARN says the container is gone; a command that never reported its exit failed with the container's status. */
@@ -184,13 +193,13 @@ final class Attempt {
     }
     Member m = members.get(task);
     m.containerDone = true;
-    if (m.exitCode == null && abortReason == null && endOfJob.verdict() instanceof EndOfJob.Running
-        && (exitStatus == ContainerExitStatus.PREEMPTED || exitStatus == ContainerExitStatus.ABORTED)) {
-      lostToCluster = "YARN took the container away"; // preempted, or its node was lost: not the job's failure
-    }
     if (m.exitCode == null) {
-      exited(task, exitStatus == 0 ? 1 : exitStatus, diagnostics.isBlank() ? List.of()
+      EndOfJob.Verdict verdict = exited(task, exitStatus == 0 ? 1 : exitStatus, diagnostics.isBlank() ? List.of()
           : List.of("the container ended (YARN exit status " + exitStatus + "): " + diagnostics.strip()));
+      if (abortReason == null && verdict instanceof EndOfJob.Failed failed && failed.task().equals(task)
+          && (exitStatus == ContainerExitStatus.PREEMPTED || exitStatus == ContainerExitStatus.ABORTED)) {
+        lostToCluster = "YARN took the container away"; // preempted, or its node was lost: not the job's failure
+      }
     }
     return Optional.of(task);
   }
@@ -202,6 +211,31 @@ final class Attempt {
 
   synchronized EndOfJob.Verdict verdict() {
     return endOfJob.verdict();
+  }
+
+  /**
+   * The failure the master is to act on now: a cluster's failure at once, a command's own once
+   * {@link Rerun#CAUSE_WINDOW} has passed without a cluster's failure taken for its cause.
+   */
+  synchronized Optional<EndOfJob.Failed> failureToActOn() {
+    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)
+        || (failed.isCommandsOwn() && Instant.now().isBefore(failedAt.plus(Rerun.CAUSE_WINDOW)))) {
+      return Optional.empty();
+    }
+    return Optional.of(failed);
+  }
+
+  /** Ends the attempt for its failed task, whose verdict no later exit changes. */
+  synchronized void abortForFailure() {
+    if (abortReason == null && endOfJob.settle() instanceof EndOfJob.Failed failed) {
+      endedByOwnFailure = failed.isCommandsOwn();
+      abort(failureReport());
+    }
+  }
+
+  /** Whether the attempt ended for a command's own failure, which a re-run would repeat. */
+  synchronized boolean endedByOwnFailure() {
+    return endedByOwnFailure;
   }
 
   synchronized void abort(String reason) {

@@ -3,6 +3,7 @@ package io.muster.yarn;
 import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -139,7 +140,8 @@ public final class YarnBench {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     resources.put(TaskType.WORKER, new YarnJob.Resources(256, 1, 0));
     return new YarnJob("muster-bench", "default", GangSpec.workers(workers), resources,
-        Map.of(TaskType.WORKER, command), Map.of(), attempts, Duration.ofMinutes(2), Optional.empty(),
+        Map.of(TaskType.WORKER, command), Map.of(), attempts, Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2),
+        Optional.empty(),
         Arrays.asList(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
   }
 

@@ -3,6 +3,7 @@ package io.muster.yarn;
 import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -28,6 +29,7 @@ import java.util.Set;
  * @param commands each task type's command, run with {@code /bin/sh -c} (every type of the gang has one)
  * @param environment more variables for every command (Muster's own cannot be set)
  * @param maxAttempts how many times the whole gang runs before the job fails
+ * @param rerun which failed attempts run the gang again
  * @param gangTimeout how long an attempt may take to allocate and register every task
  * @param outputDir {@code MUSTER_OUTPUT_DIR}, when given
  * @param classpath the jars and directories of Muster's runtime, as every NodeManager sees them
@@ -35,8 +37,9 @@ import java.util.Set;
  * @param placement where the containers may run and how long the application may live
  */
 public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
-    Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Duration gangTimeout,
-    Optional<String> outputDir, List<String> classpath, List<Shipped> shipped, Placement placement) {
+    Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Rerun rerun,
+    Duration gangTimeout, Optional<String> outputDir, List<String> classpath, List<Shipped> shipped,
+    Placement placement) {
 
   /**
    * @param nodeLabel the node-label expression for every container, the master's included
@@ -153,6 +156,7 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     if (maxAttempts < 1) {
       throw new IllegalArgumentException("max attempts must be >= 1, was " + maxAttempts);
     }
+    java.util.Objects.requireNonNull(rerun, "rerun");
     if (gangTimeout.isNegative() || gangTimeout.isZero()) {
       throw new IllegalArgumentException("the gang timeout must be positive, was " + gangTimeout);
     }
@@ -165,12 +169,12 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
   }
 
   public YarnJob withOutputDir(String dir) {
-    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout,
+    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout,
         Optional.of(dir), classpath, shipped, placement);
   }
 
   public YarnJob withShipped(List<Shipped> files) {
-    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, gangTimeout, outputDir,
+    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
         classpath, files, placement);
   }
 
@@ -188,6 +192,7 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     out.put("untracked", gang.untracked().stream().map(TaskType::jobName).toList());
     out.put("environment", environment);
     out.put("max_attempts", maxAttempts);
+    out.put("rerun", rerun.optionValue());
     out.put("gang_timeout_ms", gangTimeout.toMillis());
     out.put("output_dir", outputDir.orElse(null));
     out.put("classpath", classpath);
@@ -233,6 +238,7 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         counts.getOrDefault(TaskType.PS, 0), counts.getOrDefault(TaskType.EVALUATOR, 0), untracked);
     return new YarnJob((String) in.get("name"), (String) in.get("queue"), gang, resources, commands,
         (Map<String, String>) in.get("environment"), number(in.get("max_attempts")),
+        Rerun.parse("rerun", (String) in.get("rerun")),
         Duration.ofMillis(((BigDecimal) in.get("gang_timeout_ms")).longValueExact()),
         Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"),
         ((List<Map<String, Object>>) in.get("shipped")).stream().map(f -> new Shipped((String) f.get("name"),

@@ -1,6 +1,7 @@
 package io.muster.yarn;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.HostPort;
@@ -8,6 +9,7 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
@@ -39,11 +41,28 @@ class AttemptTest {
   void aCommandThatFailsCountsAndTheContainersEndAfterwardsDoNotChangeIt() {
     Attempt attempt = twoWorkers();
     attempt.exited(new TaskId("worker", 0), 2, List.of("Traceback", "ValueError: bad input"));
+    attempt.abortForFailure(); // what the master does once the cause window has passed
+    assertTrue(attempt.endedByOwnFailure());
     attempt.containerCompleted("c1", 1, "");
     attempt.containerCompleted("c2", ContainerExitStatus.ABORTED, "released by the master");
     assertEquals(Optional.empty(), attempt.lostToCluster(), "the failure was the command's; the release came after it");
     assertEquals(new EndOfJob.Failed(new TaskId("worker", 0), 2), attempt.verdict());
     assertTrue(attempt.allContainersDone());
+  }
+
+  @Test
+  void aCommandsOwnFailureWaitsForItsCauseAndAContainerPreemptedMeanwhileIsIt() {
+    Attempt attempt = twoWorkers();
+    attempt.exited(new TaskId("worker", 0), 1, List.of("lost my peer"));
+    assertEquals(Optional.empty(), attempt.failureToActOn(), "within " + Rerun.CAUSE_WINDOW + " of a command's own failure");
+    attempt.containerCompleted("c2", ContainerExitStatus.PREEMPTED, "preempted by the scheduler");
+    EndOfJob.Failed cause = new EndOfJob.Failed(new TaskId("worker", 1), ContainerExitStatus.PREEMPTED);
+    assertEquals(Optional.of(cause), attempt.failureToActOn(), "the cluster's failure is acted on at once");
+    attempt.abortForFailure();
+    assertEquals(Optional.of("YARN took the container away"), attempt.lostToCluster());
+    assertFalse(attempt.endedByOwnFailure());
+    assertTrue(attempt.failureReport().startsWith("worker 1 on h2 (container c2) exited with code -102"),
+        attempt.failureReport());
   }
 
   @Test

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import java.io.IOException;
@@ -39,7 +40,8 @@ class LostResourceManagerTest {
       resources.put(TaskType.WORKER, new YarnJob.Resources(128, 1, 0));
       YarnJob job = new YarnJob("muster-test", "default", gang, resources,
           Map.of(TaskType.WORKER, "echo $$ > " + dir + "/pid-$MUSTER_TASK_INDEX; exec sleep 600"), Map.of(), 1,
-          Duration.ofMinutes(2), Optional.empty(), List.of(System.getProperty("java.class.path").split(":")),
+          Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2), Optional.empty(),
+          List.of(System.getProperty("java.class.path").split(":")),
           List.of(), YarnJob.Placement.ANYWHERE);
       ApplicationId id = client.submit(job);
       List<Long> commands = new ArrayList<>();

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
 import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -139,7 +140,8 @@ class SecureYarnTest {
       commands.put(type, command);
     }
     YarnJob job = new YarnJob("muster-secure", "default", gang, resources, commands, Map.of(), 1,
-        Duration.ofMinutes(2), Optional.of(out), List.of(System.getProperty("java.class.path").split(":")),
+        Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2), Optional.of(out),
+        List.of(System.getProperty("java.class.path").split(":")),
         List.of(YarnJob.Shipped.parse(shipped.toString(), false)), YarnJob.Placement.ANYWHERE);
 
     ApplicationReport report = alice.doAs((PrivilegedExceptionAction<ApplicationReport>) () ->

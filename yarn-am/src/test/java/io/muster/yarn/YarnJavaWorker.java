@@ -4,6 +4,7 @@ import io.muster.checkpoint.BackupAndRestore;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.checkpoint.WritePolicy;
+import io.muster.launch.Rerun;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.nio.ByteBuffer;
 import java.security.MessageDigest;
@@ -21,8 +22,8 @@ import org.apache.hadoop.fs.Path;
  * this worker's shard of synthetic data with averaged gradients, a checkpoint every epoch in
  * {@code MUSTER_OUTPUT_DIR} (the chief's; the others' in {@code workertemp_<i>}, deleted), a backup
  * every epoch that a re-run gang resumes from, and a digest of the final weights on stdout, which
- * must be the same on every task. With an argument {@code K}, worker 1 exits with code 3 in epoch
- * K of attempt 0.
+ * must be the same on every task. With an argument {@code K}, worker 1 exits with code 75 (asking
+ * for a re-run) in epoch K of attempt 0.
  */
 public final class YarnJavaWorker {
   private YarnJavaWorker() {}
@@ -50,7 +51,7 @@ public final class YarnJavaWorker {
         for (int epoch = first; epoch < epochs; epoch++) {
           if (attempt == 0 && epoch == crashInEpoch && strategy.taskId().toString().equals("worker 1")) {
             System.err.println("worker 1 crashes in epoch " + epoch + ", as asked");
-            System.exit(3);
+            System.exit(Rerun.EX_TEMPFAIL);
           }
           Random data = new Random(1000L * epoch + strategy.inputPipelineId()); // this worker's shard of the epoch
           for (int step = 0; step < 20; step++) {
