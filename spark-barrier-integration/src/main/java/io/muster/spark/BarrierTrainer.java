@@ -6,6 +6,7 @@ import io.muster.coordination.CoordinationOptions;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
+import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -435,8 +436,7 @@ public final class BarrierTrainer {
     private Rerun rerun = Rerun.CLUSTER_FAILURES;
     private int gpusPerWorker;
     private String host;
-    private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
-        .withShutdownBarrierTimeout(Duration.ofMinutes(1));
+    private CoordinationOptions coordination = MultiWorkerMirroredStrategy.DEFAULT_COORDINATION;
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
     private Consumer<CommandLine> commandLogs;
     private Duration gangTimeout;
@@ -525,6 +525,7 @@ public final class BarrierTrainer {
       return this;
     }
 
+    /** The tasks' coordination options; by default {@link MultiWorkerMirroredStrategy#DEFAULT_COORDINATION}. */
     public Builder coordination(CoordinationOptions value) {
       this.coordination = value;
       return this;

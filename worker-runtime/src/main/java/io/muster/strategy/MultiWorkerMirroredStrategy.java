@@ -15,13 +15,11 @@ import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.coordination.TaskRuntime;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -63,6 +61,14 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     this.communication = communication;
     this.barrierTimeout = barrierTimeout;
   }
+
+  /**
+   * The coordination options a synchronous job starts with, wherever it is launched: the service's
+   * defaults and a one-minute shutdown barrier, so that no task tears down its server while the
+   * others still reduce with it.
+   */
+  public static final CoordinationOptions DEFAULT_COORDINATION = CoordinationOptions.DEFAULTS
+      .withShutdownBarrierTimeout(Duration.ofMinutes(1));
 
   /** A builder reading {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} from the environment unless told otherwise. */
   public static Builder builder() {
@@ -224,51 +230,15 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
   }
 
   /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
-  public static final class Builder {
-    private TfConfig config;
-    private Security security;
-    private TaskServer server;
+  public static final class Builder extends StrategyBuilder<Builder> {
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
-    private CoordinationOptions coordination = CoordinationOptions.DEFAULTS
-        .withShutdownBarrierTimeout(Duration.ofMinutes(1));
-    private Map<String, String> environment = System.getenv();
 
-    private Builder() {}
-
-    public Builder tfConfig(TfConfig value) {
-      this.config = value;
-      return this;
-    }
-
-    public Builder cluster(ClusterSpec cluster, TaskId task) {
-      this.config = TfConfig.of(cluster, task);
-      return this;
-    }
-
-    public Builder security(Security value) {
-      this.security = value;
-      return this;
-    }
-
-    /** A server the launcher already bound for this task (it keeps ownership). */
-    public Builder server(TaskServer value) {
-      this.server = value;
-      return this;
+    private Builder() {
+      super(DEFAULT_COORDINATION);
     }
 
     public Builder communication(CommunicationOptions value) {
       this.communication = value;
-      return this;
-    }
-
-    public Builder coordination(CoordinationOptions value) {
-      this.coordination = value;
-      return this;
-    }
-
-    /** Where {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} are read from when not given. */
-    public Builder environment(Map<String, String> value) {
-      this.environment = value;
       return this;
     }
 
@@ -279,11 +249,11 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
      * @throws IllegalArgumentException naming an option set to null
      */
     public MultiWorkerMirroredStrategy build() {
-      BuilderChecks.requireSet(communication, "communication");
-      BuilderChecks.requireSet(coordination, "coordination");
-      BuilderChecks.requireSet(environment, "environment");
-      TfConfig tfConfig = config != null ? config : TfConfig.fromEnvironment(environment);
-      Security sec = security != null ? security : Security.fromEnvironment(environment);
+      requireSet(communication, "communication");
+      checkCommon();
+      TfConfig tfConfig = tfConfig();
+      Security sec = security();
+      CoordinationOptions coordination = coordination();
       ClusterSpec cluster = tfConfig.cluster();
       if (cluster.isEmpty()) {
         throw new ClusterConfigException("MultiWorkerMirroredStrategy needs a cluster: TF_CONFIG has no \"cluster\"");
@@ -300,10 +270,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
       // past the heartbeat timeout: a silent peer is the coordination service's to name (it knows which
       // task stopped), not a watchdog's that sees only its own neighbour's stream stall
       Duration collectiveTimeout = communication.timeout().orElse(coordination.heartbeatTimeout().plusSeconds(2));
-      TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination);
-      if (server != null) {
-        runtimeBuilder.server(server);
-      }
+      TaskRuntime.Builder runtimeBuilder = runtime(tfConfig, sec);
       // A task failure reported by the coordination service aborts the ring, even one reported
       // while the ring is still being set up.
       AtomicReference<Collectives> ring = new AtomicReference<>();

@@ -3,7 +3,6 @@ package io.muster.strategy;
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.ClusterConfigException;
 import io.muster.cluster.ClusterSpec;
-import io.muster.cluster.HostPort;
 import io.muster.cluster.Roles;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
@@ -19,9 +18,7 @@ import io.muster.ps.ParameterServers;
 import io.muster.rpc.ChannelCache;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
 import java.time.Duration;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import org.slf4j.Logger;
@@ -156,47 +153,18 @@ public final class ParameterServerStrategy implements AutoCloseable {
   }
 
   /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
-  public static final class Builder {
-    private TfConfig config;
-    private Security security;
-    private TaskServer server;
+  public static final class Builder extends StrategyBuilder<Builder> {
     private Functions functions = Functions.builder().build();
-    private CoordinationOptions coordination = CoordinationOptions.DEFAULTS;
     private ClusterCoordinator.Options coordinatorOptions = ClusterCoordinator.Options.DEFAULTS;
     private Duration psTimeout = Duration.ofMinutes(1);
-    private Map<String, String> environment = System.getenv();
 
-    private Builder() {}
-
-    public Builder tfConfig(TfConfig value) {
-      this.config = value;
-      return this;
-    }
-
-    public Builder cluster(ClusterSpec cluster, TaskId task) {
-      this.config = TfConfig.of(cluster, task);
-      return this;
-    }
-
-    public Builder security(Security value) {
-      this.security = value;
-      return this;
-    }
-
-    /** A server the launcher already bound for this task (it keeps ownership). */
-    public Builder server(TaskServer value) {
-      this.server = value;
-      return this;
+    private Builder() {
+      super(CoordinationOptions.DEFAULTS);
     }
 
     /** The functions and resource factories of the job: register the same ones on every task. */
     public Builder functions(Functions value) {
       this.functions = value;
-      return this;
-    }
-
-    public Builder coordination(CoordinationOptions value) {
-      this.coordination = value;
       return this;
     }
 
@@ -214,12 +182,6 @@ public final class ParameterServerStrategy implements AutoCloseable {
       return this;
     }
 
-    /** Where {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} are read from when not given. */
-    public Builder environment(Map<String, String> value) {
-      this.environment = value;
-      return this;
-    }
-
     /**
      * Starts this task's server and service, joins every task, and on the chief starts the coordinator.
      *
@@ -227,11 +189,10 @@ public final class ParameterServerStrategy implements AutoCloseable {
      * @throws IllegalArgumentException naming an option set to null
      */
     public ParameterServerStrategy build() {
-      BuilderChecks.requireSet(functions, "functions");
-      BuilderChecks.requireSet(coordination, "coordination");
-      BuilderChecks.requireSet(coordinatorOptions, "coordinator");
-      BuilderChecks.requireSet(environment, "environment");
-      TfConfig tfConfig = config != null ? config : TfConfig.fromEnvironment(environment);
+      requireSet(functions, "functions");
+      checkCommon();
+      requireSet(coordinatorOptions, "coordinator");
+      TfConfig tfConfig = tfConfig();
       ClusterSpec cluster = tfConfig.cluster();
       if (cluster.isEmpty()) {
         throw new ClusterConfigException("ParameterServerStrategy needs a cluster: TF_CONFIG has no \"cluster\"");
@@ -254,11 +215,12 @@ public final class ParameterServerStrategy implements AutoCloseable {
         throw new ClusterConfigException("ParameterServerStrategy needs one chief task to run the coordinator; the "
             + "cluster has " + cluster.numTasks(TaskType.CHIEF));
       }
-      Security sec = security != null ? security : Security.fromEnvironment(environment);
+      Security sec = security();
+      CoordinationOptions coordination = coordination();
       CompletableFuture<CoordinationException> failure = new CompletableFuture<>();
       java.util.concurrent.atomic.AtomicReference<ClusterCoordinator> coordinatorRef =
           new java.util.concurrent.atomic.AtomicReference<>();
-      TaskRuntime.Builder runtimeBuilder = TaskRuntime.builder(tfConfig, sec).options(coordination)
+      TaskRuntime.Builder runtimeBuilder = runtime(tfConfig, sec)
           .recoverableJobs(Set.of(TaskType.WORKER.jobName()))
           .onError(e -> {
             failure.complete(e);
@@ -267,9 +229,6 @@ public final class ParameterServerStrategy implements AutoCloseable {
               c.coordinationError(e);
             }
           });
-      if (server != null) {
-        runtimeBuilder.server(server);
-      }
       TaskRuntime runtime = runtimeBuilder.start();
       // The variables' and the closures' calls only hand results to waiting threads: no pool hop.
       ChannelCache channels = ChannelCache.withDirectCallbacks(sec);
