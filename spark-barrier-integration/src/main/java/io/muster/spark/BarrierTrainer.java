@@ -74,9 +74,11 @@ public final class BarrierTrainer {
   public static final String SLOT_TIMEOUT = "spark.muster.slotTimeout";
   /** Spark setting: where the tasks exchange their addresses, {@code driver} (default) or Spark's {@code allGather}. */
   public static final String RENDEZVOUS = "spark.muster.rendezvous";
-  static final String NOT_RERUN = "the train function's or command's own failure, which a re-run would repeat; "
-      + "throw RetryableException or exit with " + Rerun.EX_TEMPFAIL + ", or choose --rerun any-failure "
-      + "(Rerun.ANY_FAILURE), to have the gang re-run";
+  /** Why a train function's own failure was not re-run, and how to have it re-run. */
+  static final String FUNCTION_NOT_RERUN = "the train function's own failure, which a re-run would repeat; throw "
+      + "RetryableException, or build the trainer with rerun(Rerun.ANY_FAILURE), to have the gang re-run";
+  /** The same for a command: the launch core's words, with {@code muster spark-run}'s option and the builder's. */
+  static final String COMMAND_NOT_RERUN = Rerun.notRerun("--rerun any-failure (in Java, rerun(Rerun.ANY_FAILURE))");
   private static final Pattern LOCAL = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?])?");
   private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),\\s*(\\d+),\\s*\\d+]");
 
@@ -135,7 +137,7 @@ public final class BarrierTrainer {
     HadoopConfiguration hadoop = new HadoopConfiguration(sc.hadoopConfiguration());
     JavaRDD<T> shards = shards(data, gang);
     String run = UUID.randomUUID().toString(); // this fit's attempts fence their chiefs' checkpoints by it
-    return withRetries(attempt -> runGang(shards, fn, hadoop, run, attempt));
+    return withRetries(FUNCTION_NOT_RERUN, attempt -> runGang(shards, fn, hadoop, run, attempt));
   }
 
   /**
@@ -156,7 +158,7 @@ public final class BarrierTrainer {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
-    return withRetries(attempt -> {
+    return withRetries(FUNCTION_NOT_RERUN, attempt -> {
       JobToken token = JobToken.random();
       return inRendezvous(jsc.sc(), token, attempt, rendezvous -> {
         CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, token, host, coordination, rendezvous);
@@ -179,7 +181,7 @@ public final class BarrierTrainer {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Row> none = jsc.parallelize(List.<Row>of(), gang.size());
-    return withRetries(attempt -> runCommandGang(none, null, command, attempt));
+    return withRetries(COMMAND_NOT_RERUN, attempt -> runCommandGang(none, null, command, attempt));
   }
 
   /**
@@ -195,10 +197,11 @@ public final class BarrierTrainer {
     checkApplication(data.sparkSession().sparkContext().getConf(), gang.size(), gpusPerWorker);
     new RowExamples(data.schema()); // refuses unsupported columns here, on the driver
     JavaRDD<Row> shards = shards(data.javaRDD(), gang);
-    return withRetries(attempt -> runCommandGang(shards, data.schema(), command, attempt));
+    return withRetries(COMMAND_NOT_RERUN, attempt -> runCommandGang(shards, data.schema(), command, attempt));
   }
 
-  private <R> R withRetries(IntFunction<R> run) {
+  /** @param notRerun why a failure of the gang's own is not re-run, and how to have it re-run */
+  private <R> R withRetries(String notRerun, IntFunction<R> run) {
     for (int attempt = 0; ; attempt++) {
       try {
         return run.apply(attempt);
@@ -213,7 +216,7 @@ public final class BarrierTrainer {
         log.debug("attempt {} of {} failed; as Spark reported it:", attempt + 1, maxAttempts, e);
         if (attempt + 1 >= maxAttempts || !retryable) {
           throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
-              + (retryable || maxAttempts == 1 ? "" : ", not re-run (" + NOT_RERUN + ")") + ": " + why, e);
+              + (retryable || maxAttempts == 1 ? "" : ", not re-run (" + notRerun + ")") + ": " + why, e);
         }
         log.warn("attempt {} of {} failed: {}; re-running the gang", attempt + 1, maxAttempts,
             why.lines().findFirst().orElse(why));

@@ -265,7 +265,7 @@ class BarrierTrainerTest {
     assertEquals(List.of("0 worker 0", "0 worker 1", "0 worker 2"),
         java.nio.file.Files.readAllLines(Path.of(attempts)).stream().sorted().toList(), "one attempt, not three");
     String message = e.getMessage();
-    assertTrue(message.startsWith("training failed on attempt 1 of 3, not re-run (" + BarrierTrainer.NOT_RERUN
+    assertTrue(message.startsWith("training failed on attempt 1 of 3, not re-run (" + BarrierTrainer.FUNCTION_NOT_RERUN
         + "): "), message);
     assertTrue(message.contains("worker 1: java.lang.IllegalArgumentException: label -1 in row 7"), message);
   }
