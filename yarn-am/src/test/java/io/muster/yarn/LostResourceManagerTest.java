@@ -8,6 +8,7 @@ import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
+import io.muster.yarn.local.LocalYarn;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

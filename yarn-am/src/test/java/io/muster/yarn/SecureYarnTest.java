@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
+import io.muster.yarn.local.LocalYarn;
 import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

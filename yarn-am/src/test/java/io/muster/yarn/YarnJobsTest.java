@@ -13,6 +13,7 @@ import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
+import io.muster.yarn.local.LocalYarn;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;

@@ -1,9 +1,13 @@
-package io.muster.yarn;
+package io.muster.cli;
 
 import io.muster.cluster.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
+import io.muster.yarn.ApplicationMaster;
+import io.muster.yarn.MusterClient;
+import io.muster.yarn.YarnJob;
+import io.muster.yarn.local.LocalYarn;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,4 +1,4 @@
-package io.muster.yarn;
+package io.muster.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

@@ -1,4 +1,4 @@
-package io.muster.yarn;
+package io.muster.yarn.local;
 
 import java.io.IOException;
 import java.io.OutputStream;
@@ -85,7 +85,7 @@ public final class LocalYarn implements AutoCloseable {
    * Starts the cluster with {@code settings} (Kerberos principals and keytabs, for one) applied to
    * its namenode, datanode, ResourceManager and NodeManagers.
    */
-  static LocalYarn start(Path dir, boolean temporary, Configuration settings) throws IOException {
+  public static LocalYarn start(Path dir, boolean temporary, Configuration settings) throws IOException {
     Files.createDirectories(dir);
     Process reaper = startReaper(dir.toRealPath(), temporary);
     System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
