@@ -13,9 +13,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
@@ -91,19 +88,13 @@ public final class Collectives implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Collectives.class);
 
   private final CollectiveGroup group;
+  /** The ring every collective but an all-reduce on partners goes around; null for a group of one. */
   private final Ring ring;
-  /** With 4, 8, 16... ranks: the streams to the rank at distance 1, 2, 4..., as rings of two; else empty. */
-  private final List<Ring> partners;
-  /** {@link #ring} and the partners: a failure of one fails all. */
+  /** {@link #ring} and, with 4, 8, 16... ranks, the pairs' rings: a failure of one fails all. */
   private final List<Ring> rings;
-  /** The ring the current collective waits on, which the watchdog blames for a silence. */
-  private volatile Ring waitingOn;
-  private final Duration timeout;
-  private final ScheduledExecutorService watchdog;
+  private final CollectiveWatchdog watchdog;
+  private final AllReduceAlgorithms algorithms;
   private ByteBuffer work = ByteBuffer.allocateDirect(0);
-  private ByteBuffer gathered = ByteBuffer.allocateDirect(0);
-  private int seq;
-  private volatile String currentOp;
   /** What {@link #whenFailed} was given, until the group fails. */
   private final List<Consumer<String>> failureActions = new ArrayList<>();
   /** The reason the group failed, once it has; guarded by failureActions. */
@@ -112,33 +103,20 @@ public final class Collectives implements AutoCloseable {
   private Collectives(CollectiveGroup group, Ring ring, List<Ring> partners, Duration timeout) {
     this.group = group;
     this.ring = ring;
-    this.partners = List.copyOf(partners);
-    this.timeout = timeout;
-    if (ring == null) {
-      this.rings = List.of();
-      this.watchdog = null;
-      return;
+    List<Ring> all = new ArrayList<>();
+    if (ring != null) {
+      all.add(ring);
+      all.addAll(partners);
     }
-    List<Ring> all = new ArrayList<>(List.of(ring));
-    all.addAll(partners);
     this.rings = List.copyOf(all);
-    this.waitingOn = ring;
     for (Ring r : rings) {
       r.onFailed(reason -> {
         rings.forEach(other -> other.fail(reason, null));
         groupFailed(reason);
       });
     }
-    this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "muster-collective-watchdog-" + group.self().job() + "-" + group.self().index());
-      t.setDaemon(true);
-      return t;
-    });
-    long period = Math.max(50, timeout.toMillis() / 4);
-    watchdog.scheduleAtFixedRate(() -> {
-      rings.forEach(Ring::keepAlive);
-      checkProgress();
-    }, period, period, TimeUnit.MILLISECONDS);
+    this.watchdog = new CollectiveWatchdog(group, rings, timeout);
+    this.algorithms = new AllReduceAlgorithms(group, ring, partners, watchdog);
   }
 
   /**
@@ -164,7 +142,7 @@ public final class Collectives implements AutoCloseable {
     InetSocketAddress bind = BindAddresses.forHost(group.self(), new io.muster.cluster.HostPort(advertisedHost, 0));
     List<Ring> opened = new ArrayList<>();
     try {
-      Ring ring = Ring.connect(group, name, advertisedHost, bind, agent, security, timeout, false);
+      Ring ring = RingSetup.connect(group, name, advertisedHost, bind, agent, security, timeout, false);
       opened.add(ring);
       int n = group.size();
       if (n >= 4 && Integer.bitCount(n) == 1) {
@@ -172,7 +150,7 @@ public final class Collectives implements AutoCloseable {
           int low = Math.min(group.rank(), group.rank() ^ distance);
           CollectiveGroup pair = new CollectiveGroup(List.of(group.member(low), group.member(low + distance)),
               group.rank() == low ? 0 : 1);
-          opened.add(Ring.connect(pair, name + "/pair-" + low + "-" + (low + distance), advertisedHost, bind, agent,
+          opened.add(RingSetup.connect(pair, name + "/pair-" + low + "-" + (low + distance), advertisedHost, bind, agent,
               security, timeout, ring.sharesCores()));
         }
       }
@@ -214,144 +192,20 @@ public final class Collectives implements AutoCloseable {
     }
     ByteBuffer buffer = data.slice().order(ByteOrder.LITTLE_ENDIAN);
     int count = buffer.remaining() / type.bytes();
-    int mySeq = begin("all-reduce of " + count + " " + type + " (" + op + ")");
+    int mySeq = watchdog.begin("all-reduce of " + count + " " + type + " (" + op + ")");
     try {
       if (group.size() == 1) {
         return;
       }
-      switch (algorithm(buffer.remaining())) {
-        case GATHER -> gatherReduce(mySeq, buffer, type, op);
-        case RECURSIVE_DOUBLING -> recursiveDoubling(mySeq, buffer, type, op);
-        case HALVING_DOUBLING -> halvingDoubling(mySeq, buffer, type, op);
-        case RING -> ringReduce(mySeq, buffer, type, op);
-      }
+      algorithms.allReduce(mySeq, buffer, type, op);
     } finally {
-      end();
+      watchdog.end();
     }
   }
 
   /** The algorithm an all-reduce of {@code bytes} takes in this group. */
   public Algorithm algorithm(long bytes) {
-    if (partners.isEmpty()) {
-      return bytes > GATHER_BYTES ? Algorithm.RING : Algorithm.GATHER;
-    }
-    return bytes > RECURSIVE_DOUBLING_BYTES ? Algorithm.HALVING_DOUBLING : Algorithm.RECURSIVE_DOUBLING;
-  }
-
-  /**
-   * {@link Algorithm#HALVING_DOUBLING}: halving step k exchanges with the rank at distance 2^k, over
-   * partner ring k, and the rank whose bit k is clear keeps the lower half of the elements both
-   * hold; then the doubling steps run the distances back down, each pair swapping what it holds.
-   * The pairs are those of recursive doubling, in the same order, so an element is summed in the
-   * same tree whichever of the two its buffer's size takes.
-   */
-  private void halvingDoubling(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
-    int es = type.bytes();
-    int steps = partners.size();
-    // after halving step k, this rank holds elements [from[k + 1], to[k + 1]), reduced over the
-    // 2^(k+1) ranks whose ranks differ from this one in bits 0..k only
-    int[] from = new int[steps + 1];
-    int[] to = new int[steps + 1];
-    to[0] = buffer.remaining() / es;
-    for (int k = 0; k < steps; k++) {
-      int middle = from[k] + (to[k] - from[k]) / 2;
-      boolean keepLower = (group.rank() & (1 << k)) == 0;
-      from[k + 1] = keepLower ? from[k] : middle;
-      to[k + 1] = keepLower ? middle : to[k];
-      ByteBuffer given = keepLower ? elements(buffer, middle, to[k], es) : elements(buffer, from[k], middle, es);
-      int divisor = k == steps - 1 && op == ReduceOp.MEAN ? group.size() : 1;
-      exchange(mySeq, k, k, given,
-          new Ring.Receive(k, elements(buffer, from[k + 1], to[k + 1], es), new Ring.Reduction(type, op, divisor)));
-    }
-    for (int k = steps - 1; k >= 0; k--) {
-      // this rank holds [from[k + 1], to[k + 1]) of [from[k], to[k]); its partner the rest
-      boolean heldLower = from[k + 1] == from[k];
-      ByteBuffer theirs = heldLower ? elements(buffer, to[k + 1], to[k], es) : elements(buffer, from[k], from[k + 1], es);
-      int step = 2 * steps - 1 - k;
-      exchange(mySeq, k, step, elements(buffer, from[k + 1], to[k + 1], es), Ring.Receive.copy(step, theirs));
-    }
-  }
-
-  /** Sends {@code mine} to partner {@code k} (the rank at distance 2^k) as {@code step}, while receiving. */
-  private void exchange(int mySeq, int k, int step, ByteBuffer mine, Ring.Receive receive) {
-    Ring partner = partners.get(k);
-    waitingOn = partner;
-    partner.transfer(mySeq, List.of(new Ring.Send(step, mine, -1)), List.of(receive), currentOp);
-  }
-
-  /** {@link Algorithm#RECURSIVE_DOUBLING}: step k exchanges with the rank at distance 2^k, over partner ring k. */
-  private void recursiveDoubling(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
-    int bytes = buffer.remaining();
-    if (gathered.capacity() < bytes) {
-      gathered = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
-    }
-    ByteBuffer theirs = slice(gathered, 0, bytes);
-    int count = bytes / type.bytes();
-    for (int step = 0; step < partners.size(); step++) {
-      exchange(mySeq, step, step, buffer, Ring.Receive.copy(step, theirs));
-      // lower rank's values first: both partners compute the same bits
-      boolean lower = (group.rank() & (1 << step)) == 0;
-      Reductions.combine(type, op, buffer, 0, lower ? buffer : theirs, 0, lower ? theirs : buffer, 0, count);
-    }
-    if (op == ReduceOp.MEAN) {
-      Reductions.divide(type, buffer, 0, count, group.size());
-    }
-  }
-
-  /** {@link Algorithm#GATHER}: the other ranks' buffers arrive in {@code gathered}, then all n are combined in rank order. */
-  private void gatherReduce(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
-    int n = group.size();
-    int r = group.rank();
-    int bytes = buffer.remaining();
-    if (gathered.capacity() < (long) (n - 1) * bytes) {
-      gathered = ByteBuffer.allocateDirect((n - 1) * bytes).order(ByteOrder.LITTLE_ENDIAN);
-    }
-    ByteBuffer[] blocks = new ByteBuffer[n];
-    for (int i = 0; i < n; i++) {
-      blocks[i] = i == r ? buffer : slice(gathered, (i < r ? i : i - 1) * bytes, bytes);
-    }
-    ringGather(mySeq, blocks, currentOp);
-    // ((x0 op x1) op x2) ...: the running result stays in block 0 until this rank's own values are
-    // combined, then in this rank's buffer
-    int count = bytes / type.bytes();
-    for (int i = 1; i < n; i++) {
-      ByteBuffer acc = r == 0 || i - 1 >= r ? buffer : blocks[0];
-      ByteBuffer out = i >= r ? buffer : blocks[0];
-      Reductions.combine(type, op, out, out.position(), acc, acc.position(), blocks[i], blocks[i].position(), count);
-    }
-    if (op == ReduceOp.MEAN) {
-      Reductions.divide(type, buffer, 0, count, n);
-    }
-  }
-
-  /**
-   * {@link Algorithm#RING}: step t sends chunk r - t and reduces chunk r - t - 1 into this rank's
-   * buffer (n - 1 steps, the last of which finishes chunk r + 1), then passes the finished chunks
-   * on (n - 1 steps). Every step sends what the step before received, as soon as it is reduced.
-   */
-  private void ringReduce(int mySeq, ByteBuffer buffer, DataType type, ReduceOp op) {
-    int n = group.size();
-    int r = group.rank();
-    int count = buffer.remaining() / type.bytes();
-    int chunk = (count + n - 1) / n;
-    int es = type.bytes();
-    int steps = 2 * (n - 1);
-    List<Ring.Send> sends = new ArrayList<>(steps);
-    List<Ring.Receive> receives = new ArrayList<>(steps);
-    for (int t = 0; t < steps; t++) {
-      int c = t < n - 1 ? r - t - 1 : r - (t - (n - 1));
-      ByteBuffer received = slice(buffer, chunkOffset(c, chunk, count) * es, chunkLength(c, chunk, count) * es);
-      if (t == 0) {
-        sends.add(new Ring.Send(t, slice(buffer, chunkOffset(r, chunk, count) * es, chunkLength(r, chunk, count) * es), -1));
-      }
-      if (t + 1 < steps) {
-        sends.add(new Ring.Send(t + 1, received, t));
-      }
-      receives.add(t < n - 1
-          ? new Ring.Receive(t, received, new Ring.Reduction(type, op, t == n - 2 && op == ReduceOp.MEAN ? n : 1))
-          : Ring.Receive.copy(t, received));
-    }
-    ring.transfer(mySeq, sends, receives, currentOp);
+    return algorithms.choose(bytes);
   }
 
   public synchronized void allReduce(float[] data, ReduceOp op) {
@@ -382,25 +236,6 @@ public final class Collectives implements AutoCloseable {
     w.asLongBuffer().get(data);
   }
 
-  private static ByteBuffer slice(ByteBuffer buffer, int at, int len) {
-    return buffer.duplicate().limit(at + len).position(at).order(ByteOrder.LITTLE_ENDIAN);
-  }
-
-  /** Elements {@code [from, to)} of {@code elementBytes} each. */
-  private static ByteBuffer elements(ByteBuffer buffer, int from, int to, int elementBytes) {
-    return slice(buffer, from * elementBytes, (to - from) * elementBytes);
-  }
-
-  /** Ring chunk {@code c} (any integer, taken mod n) of {@code count} elements split in chunks of {@code chunk}. */
-  private int chunkOffset(int c, int chunk, int count) {
-    return (int) Math.min(count, (long) Math.floorMod(c, group.size()) * chunk);
-  }
-
-  private int chunkLength(int c, int chunk, int count) {
-    int start = chunkOffset(c, chunk, count);
-    return (int) Math.min(count, (long) start + chunk) - start;
-  }
-
   // ---- all-gather -----------------------------------------------------------------------------
 
   /**
@@ -414,7 +249,7 @@ public final class Collectives implements AutoCloseable {
     lengths.putLong(8 * r, mine.remaining());
     ByteBuffer[] lengthBlocks = new ByteBuffer[n];
     for (int i = 0; i < n; i++) {
-      lengthBlocks[i] = slice(lengths, 8 * i, 8);
+      lengthBlocks[i] = AllReduceAlgorithms.slice(lengths, 8 * i, 8);
     }
     ringGather(lengthBlocks, "all-gather of lengths");
     long total = 0;
@@ -429,7 +264,7 @@ public final class Collectives implements AutoCloseable {
     int offset = 0;
     for (int i = 0; i < n; i++) {
       int size = (int) lengths.getLong(8 * i);
-      blocks[i] = slice(out, offset, size);
+      blocks[i] = AllReduceAlgorithms.slice(out, offset, size);
       offset += size;
     }
     out.put(blocks[r].position(), mine.duplicate(), mine.position(), mine.remaining());
@@ -438,30 +273,14 @@ public final class Collectives implements AutoCloseable {
   }
 
   private void ringGather(ByteBuffer[] blocks, String what) {
-    int mySeq = begin(what);
+    int mySeq = watchdog.begin(what);
     try {
       if (group.size() > 1) {
-        ringGather(mySeq, blocks, what);
+        algorithms.ringGather(mySeq, blocks, what);
       }
     } finally {
-      end();
+      watchdog.end();
     }
-  }
-
-  /**
-   * Ring all-gather into {@code blocks} (one per rank, this rank's filled): step t sends block
-   * r - t and receives block r - t - 1, which the next step passes on as it arrives.
-   */
-  private void ringGather(int mySeq, ByteBuffer[] blocks, String what) {
-    int n = group.size();
-    int r = group.rank();
-    List<Ring.Send> sends = new ArrayList<>(n - 1);
-    List<Ring.Receive> receives = new ArrayList<>(n - 1);
-    for (int t = 0; t < n - 1; t++) {
-      sends.add(new Ring.Send(t, blocks[Math.floorMod(r - t, n)], t - 1));
-      receives.add(Ring.Receive.copy(t, blocks[Math.floorMod(r - t - 1, n)]));
-    }
-    ring.transfer(mySeq, sends, receives, what);
   }
 
   public float[] allGather(float[] mine) {
@@ -494,7 +313,7 @@ public final class Collectives implements AutoCloseable {
       throw new IllegalArgumentException("broadcast root must be a rank in 0.." + (n - 1) + ", was " + root);
     }
     ByteBuffer buffer = data.slice();
-    int mySeq = begin("broadcast of " + buffer.remaining() + " bytes from rank " + root);
+    int mySeq = watchdog.begin("broadcast of " + buffer.remaining() + " bytes from rank " + root);
     try {
       if (n == 1) {
         return;
@@ -503,9 +322,9 @@ public final class Collectives implements AutoCloseable {
       int position = Math.floorMod(group.rank() - root, n);
       List<Ring.Send> sends = position == n - 1 ? List.of() : List.of(new Ring.Send(position, buffer, position > 0 ? 0 : -1));
       List<Ring.Receive> receives = position == 0 ? List.of() : List.of(Ring.Receive.copy(position - 1, buffer));
-      ring.transfer(mySeq, sends, receives, currentOp);
+      ring.transfer(mySeq, sends, receives, watchdog.current());
     } finally {
-      end();
+      watchdog.end();
     }
   }
 
@@ -589,33 +408,6 @@ public final class Collectives implements AutoCloseable {
     }
   }
 
-  private int begin(String what) {
-    for (Ring r : rings) {
-      r.check();
-      r.lastProgressNanos = System.nanoTime();
-    }
-    currentOp = what;
-    return seq++;
-  }
-
-  private void end() {
-    currentOp = null;
-    waitingOn = ring;
-  }
-
-  private void checkProgress() {
-    String op = currentOp;
-    Ring waiting = waitingOn;
-    if (op == null || ring.failed()) {
-      return;
-    }
-    long silent = System.nanoTime() - rings.stream().mapToLong(r -> r.lastProgressNanos).max().orElseThrow();
-    if (silent > timeout.toNanos()) {
-      waiting.failSeen(group.self() + ": " + op + " timed out: no data from " + waiting.prev() + " for "
-          + TimeUnit.NANOSECONDS.toMillis(silent) + " ms (timeout " + timeout + ")", null, null);
-    }
-  }
-
   /** A cached little-endian direct buffer of {@code bytes}, for array arguments. */
   private ByteBuffer work(long bytes) {
     if (bytes > Integer.MAX_VALUE) {
@@ -629,9 +421,7 @@ public final class Collectives implements AutoCloseable {
 
   @Override
   public void close() {
-    if (watchdog != null) {
-      watchdog.shutdownNow();
-    }
+    watchdog.close();
     rings.forEach(Ring::close);
   }
 }

@@ -1,29 +1,16 @@
 package io.muster.collective;
 
-import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
-import io.muster.coordination.CoordinationAgent;
-import io.muster.rpc.JobToken;
-import io.muster.rpc.Security;
-import io.muster.rpc.TlsContexts;
 import java.io.IOException;
-import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.ClosedByInterruptException;
-import java.nio.channels.ServerSocketChannel;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.List;
-import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
-import javax.net.ssl.SSLContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -70,7 +57,6 @@ final class Ring implements AutoCloseable {
    * ABORT frame gets through, and the service's word reaches this rank a moment later.
    */
   private static final long BROKEN_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
-  private static final Duration ANSWER_BEFORE_CLOSING = Duration.ofSeconds(2);
   private static final Logger log = LoggerFactory.getLogger(Ring.class);
 
   private final TaskId prevTask;
@@ -90,23 +76,8 @@ final class Ring implements AutoCloseable {
   private final ByteBuffer[] keepAliveFrame = {keepAlive};
   private final ByteBuffer readHeader = ByteBuffer.allocateDirect(HEADER).order(ByteOrder.LITTLE_ENDIAN);
   private final ByteBuffer staging = ByteBuffer.allocateDirect(FRAME_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-  /** The first failure: its reason, and what caused it (kept as the cause of every later failure's exception). */
-  private final AtomicReference<Failure> failure = new AtomicReference<>();
-
-  private record Failure(String reason, Throwable cause) {}
-  private volatile FailureListener listener;
-  /** Told of every failure of this ring, on the thread that failed it: the group fails its other rings with it. */
-  private volatile Consumer<String> onFailed = reason -> { };
-  /** Set when this rank saw the failure first (not passed on to it); the listener hears of it once. */
-  private volatile Seen firstSeen;
-  private final AtomicBoolean told = new AtomicBoolean();
+  private final RingFailure failure = new RingFailure(this::stopAfterFailure);
   volatile long lastProgressNanos = System.nanoTime();
-
-  /** Told once, on the thread that saw it, of a failure this rank saw first (not one passed on to it). */
-  interface FailureListener {
-    /** @param brokenPeer the neighbour whose stream broke, when that is the failure */
-    void failed(String reason, TaskId brokenPeer);
-  }
 
   /**
    * Bytes of one step for the next rank: {@code payload} (position to limit), sent as far as
@@ -124,9 +95,7 @@ final class Ring implements AutoCloseable {
   /** {@code target op= received}, element by element, then divided by {@code divisor} when above 1 (MEAN's last step). */
   record Reduction(DataType type, ReduceOp op, int divisor) {}
 
-  private record Seen(String reason, TaskId peer) {}
-
-  private Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev,
+  Ring(TaskId self, TaskId prevTask, TaskId nextTask, RingStream toNext, RingStream fromPrev,
       boolean yieldWhilePolling) throws IOException {
     this.prevTask = prevTask;
     this.nextTask = nextTask;
@@ -144,93 +113,6 @@ final class Ring implements AutoCloseable {
     fromPrev.start(false, "muster-collective-tls-receive-" + name, wake);
   }
 
-  /**
-   * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
-   * the coordination service, connects to the next rank and accepts the previous one; over TLS
-   * when {@code security} has it. A rank polling for data yields its core when this group has more
-   * ranks on this host than it has cores, or when {@code sharesCores} says the job has (a pair's
-   * ring of two counts only its own).
-   */
-  static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
-      CoordinationAgent agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
-    JobToken token = security.token();
-    Optional<SSLContext> tls = security.tls().map(TlsContexts::of);
-    TaskId self = group.self();
-    TaskId prev = group.member(group.rank() - 1);
-    TaskId next = group.member(group.rank() + 1);
-    try (ServerSocketChannel server = ServerSocketChannel.open()) {
-      server.bind(bind);
-      int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
-      agent.insert(key(groupName, group.rank()), new HostPort(advertisedHost, port).toString()
-          .getBytes(StandardCharsets.UTF_8), true);
-      int nextRank = Math.floorMod(group.rank() + 1, group.size());
-      HostPort nextAddress = address(agent, groupName, nextRank, timeout);
-      CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
-        try {
-          return RingSetup.accept(server, group, prev, token, tls, timeout);
-        } catch (IOException e) {
-          throw new java.io.UncheckedIOException(e);
-        }
-      }, r -> new Thread(r, "muster-collective-accept-" + self.job() + "-" + self.index()).start());
-      RingStream toNext;
-      try {
-        toNext = RingSetup.dial(nextAddress, group.rank(), next, token, tls, timeout);
-      } catch (IOException e) {
-        answerPreviousBeforeClosing(accepted);
-        throw e;
-      }
-      RingStream fromPrev;
-      try {
-        fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
-      } catch (Exception e) {
-        toNext.close();
-        Throwable cause = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
-        throw new IOException(self + " could not accept the collective stream from " + prev + ": " + cause.getMessage(), cause);
-      }
-      try {
-        // every rank has published its address by now, or is about to: it does so first
-        int ranksOnHost = 1 + (nextAddress.host().equals(advertisedHost) ? 1 : 0); // this rank, and the next
-        for (int r = 0; r < group.size(); r++) {
-          if (r != group.rank() && r != nextRank) {
-            ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
-          }
-        }
-        Ring ring = new Ring(self, prev, next, toNext, fromPrev,
-            sharesCores || ranksOnHost > Runtime.getRuntime().availableProcessors());
-        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
-            group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
-        return ring;
-      } catch (IOException | RuntimeException e) {
-        toNext.close();
-        fromPrev.close();
-        throw e;
-      }
-    }
-  }
-
-  /**
-   * A rank whose dial failed keeps accepting for a moment before it closes its port: the previous
-   * rank, dialling at about the same time, then gets this rank's refusal in words (other TLS
-   * settings, wrong token) instead of a bare "Connection refused".
-   */
-  private static void answerPreviousBeforeClosing(CompletableFuture<RingStream> accepted) {
-    try {
-      accepted.get(ANSWER_BEFORE_CLOSING.toMillis(), TimeUnit.MILLISECONDS).close();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (Exception e) {
-      // nothing accepted in time, or the accept failed: the port closes either way
-    }
-  }
-
-  private static HostPort address(CoordinationAgent agent, String group, int rank, Duration timeout) {
-    return HostPort.parse(new String(agent.get(key(group, rank), timeout), StandardCharsets.UTF_8));
-  }
-
-  static String key(String group, int rank) {
-    return "muster/collective/" + group + "/" + rank;
-  }
-
   TaskId prev() {
     return prevTask;
   }
@@ -240,34 +122,14 @@ final class Ring implements AutoCloseable {
     return yieldWhilePolling;
   }
 
-  /**
-   * Sets what is told of a failure of this ring (its own, or passed on to it): once, or twice when
-   * the ring fails while it is set, so {@code action} must bear being repeated.
-   */
+  /** What is told of every failure of this ring: see {@link RingFailure#onFailed}. */
   void onFailed(Consumer<String> action) {
-    onFailed = action;
-    Failure failed = failure.get();
-    if (failed != null) {
-      action.accept(failed.reason());
-    }
+    failure.onFailed(action);
   }
 
-  /** Sets the listener; when the ring has already failed here, it is told at once. */
-  void onFailure(FailureListener value) {
-    listener = value;
-    tell();
-  }
-
-  private void tell() {
-    Seen seen = firstSeen;
-    FailureListener l = listener;
-    if (seen != null && l != null && told.compareAndSet(false, true)) {
-      try {
-        l.failed(seen.reason(), seen.peer());
-      } catch (RuntimeException e) {
-        log.warn("the collective failure listener threw", e);
-      }
-    }
+  /** Who is told of a failure this rank saw first: see {@link RingFailure#onFailure}. */
+  void onFailure(RingFailure.Listener listener) {
+    failure.onFailure(listener);
   }
 
   // ---- moving data ----------------------------------------------------------------------------
@@ -535,11 +397,11 @@ final class Ring implements AutoCloseable {
    */
   private CollectiveException broken(IOException e, String doing, TaskId peer) {
     long grace = System.nanoTime() + BROKEN_GRACE_NANOS;
-    while (failure.get() == null && System.nanoTime() < grace && !interrupted(e)) {
+    while (!failure.happened() && System.nanoTime() < grace && !interrupted(e)) {
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
     }
-    if (failure.get() != null) {
-      return failure();
+    if (failure.happened()) {
+      return failure.exception();
     }
     return failSeen(doing + " failed: " + cause(e, peer), brokenUnlessInterrupted(e, peer), e);
   }
@@ -603,7 +465,7 @@ final class Ring implements AutoCloseable {
       return; // a collective is writing
     }
     try {
-      if (failure.get() != null || openFrame > 0 || writeHeader.hasRemaining() || keepAlive.hasRemaining()) {
+      if (failure.happened() || openFrame > 0 || writeHeader.hasRemaining() || keepAlive.hasRemaining()) {
         return;
       }
       keepAlive.clear();
@@ -620,9 +482,7 @@ final class Ring implements AutoCloseable {
 
   /** Throws if the group has failed. */
   void check() {
-    if (failure.get() != null) {
-      throw failure();
-    }
+    failure.check();
   }
 
   /**
@@ -631,28 +491,23 @@ final class Ring implements AutoCloseable {
    * stream broke, or null.
    */
   CollectiveException failSeen(String reason, TaskId brokenPeer, Throwable cause) {
-    if (failFirst(reason, cause)) {
-      firstSeen = new Seen(reason, brokenPeer);
-      tell();
-    }
-    return failure();
+    return failure.seen(reason, brokenPeer, cause);
+  }
+
+  /** Fails the group (the first reason wins); see {@link RingFailure}. */
+  CollectiveException fail(String reason, Throwable cause) {
+    return failure.fail(reason, cause);
+  }
+
+  boolean failed() {
+    return failure.happened();
   }
 
   /**
-   * Fails the group (the first reason wins), passes the reason to the next rank in an ABORT
-   * frame when the stream is free, and closes both streams.
+   * On the first failure: stops reading, passes the reason to the next rank in an ABORT frame
+   * when the stream is free, closes both streams and wakes the thread in {@link #transfer}.
    */
-  CollectiveException fail(String reason, Throwable cause) {
-    failFirst(reason, cause);
-    return failure();
-  }
-
-  /** Whether this reason was the first. */
-  private boolean failFirst(String reason, Throwable cause) {
-    if (!failure.compareAndSet(null, new Failure(reason, cause))) {
-      return false;
-    }
-    log.error("collectives failed: {}", reason);
+  private void stopAfterFailure(String reason) {
     // Stop reading without resetting the stream: a reset would make the previous rank fail with
     // "connection reset" and name this rank instead of the one that really failed.
     try {
@@ -666,8 +521,6 @@ final class Ring implements AutoCloseable {
     if (w != null && w != Thread.currentThread()) {
       LockSupport.unpark(w);
     }
-    onFailed.accept(reason);
-    return true;
   }
 
   /**
@@ -702,17 +555,6 @@ final class Ring implements AutoCloseable {
     } finally {
       writeLock.unlock();
     }
-  }
-
-  /** The group's failure, as every call after it throws it: the first reason, with its cause. */
-  private CollectiveException failure() {
-    Failure first = failure.get();
-    return new CollectiveException("Collective ops is aborted by: " + first.reason()
-        + "\nThe error could be from a previous operation. Restart your program to reset.", first.cause());
-  }
-
-  boolean failed() {
-    return failure.get() != null;
   }
 
   @Override

@@ -2,8 +2,11 @@ package io.muster.collective;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
 import io.muster.rpc.TaskServer;
+import io.muster.rpc.TlsContexts;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -17,6 +20,7 @@ import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLException;
@@ -34,9 +38,97 @@ final class RingSetup {
 
   static final int MAGIC = 0x4d555331; // "MUS1"
   static final Duration HANDSHAKE_TIMEOUT = TaskServer.HANDSHAKE_TIMEOUT;
+  private static final Duration ANSWER_BEFORE_CLOSING = Duration.ofSeconds(2);
   private static final Logger log = LoggerFactory.getLogger(RingSetup.class);
 
   private RingSetup() {}
+
+  /**
+   * Binds a listening socket on {@code bindHost}, publishes its address under the group's key in
+   * the coordination service, connects to the next rank and accepts the previous one; over TLS
+   * when {@code security} has it. A rank polling for data yields its core when this group has more
+   * ranks on this host than it has cores, or when {@code sharesCores} says the job has (a pair's
+   * ring of two counts only its own).
+   */
+  static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
+      CoordinationAgent agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
+    JobToken token = security.token();
+    Optional<SSLContext> tls = security.tls().map(TlsContexts::of);
+    TaskId self = group.self();
+    TaskId prev = group.member(group.rank() - 1);
+    TaskId next = group.member(group.rank() + 1);
+    try (ServerSocketChannel server = ServerSocketChannel.open()) {
+      server.bind(bind);
+      int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+      agent.insert(key(groupName, group.rank()), new HostPort(advertisedHost, port).toString()
+          .getBytes(StandardCharsets.UTF_8), true);
+      int nextRank = Math.floorMod(group.rank() + 1, group.size());
+      HostPort nextAddress = address(agent, groupName, nextRank, timeout);
+      CompletableFuture<RingStream> accepted = CompletableFuture.supplyAsync(() -> {
+        try {
+          return accept(server, group, prev, token, tls, timeout);
+        } catch (IOException e) {
+          throw new java.io.UncheckedIOException(e);
+        }
+      }, r -> new Thread(r, "muster-collective-accept-" + self.job() + "-" + self.index()).start());
+      RingStream toNext;
+      try {
+        toNext = dial(nextAddress, group.rank(), next, token, tls, timeout);
+      } catch (IOException e) {
+        answerPreviousBeforeClosing(accepted);
+        throw e;
+      }
+      RingStream fromPrev;
+      try {
+        fromPrev = accepted.get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
+      } catch (Exception e) {
+        toNext.close();
+        Throwable cause = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
+        throw new IOException(self + " could not accept the collective stream from " + prev + ": " + cause.getMessage(), cause);
+      }
+      try {
+        // every rank has published its address by now, or is about to: it does so first
+        int ranksOnHost = 1 + (nextAddress.host().equals(advertisedHost) ? 1 : 0); // this rank, and the next
+        for (int r = 0; r < group.size(); r++) {
+          if (r != group.rank() && r != nextRank) {
+            ranksOnHost += address(agent, groupName, r, timeout).host().equals(advertisedHost) ? 1 : 0;
+          }
+        }
+        Ring ring = new Ring(self, prev, next, toNext, fromPrev,
+            sharesCores || ranksOnHost > Runtime.getRuntime().availableProcessors());
+        log.info("{} collective ring ready: rank {} of {}, receiving from {}, sending to {} at {}{}", self,
+            group.rank(), group.size(), prev, next, nextAddress, tls.isPresent() ? " (TLS)" : "");
+        return ring;
+      } catch (IOException | RuntimeException e) {
+        toNext.close();
+        fromPrev.close();
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * A rank whose dial failed keeps accepting for a moment before it closes its port: the previous
+   * rank, dialling at about the same time, then gets this rank's refusal in words (other TLS
+   * settings, wrong token) instead of a bare "Connection refused".
+   */
+  private static void answerPreviousBeforeClosing(CompletableFuture<RingStream> accepted) {
+    try {
+      accepted.get(ANSWER_BEFORE_CLOSING.toMillis(), TimeUnit.MILLISECONDS).close();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (Exception e) {
+      // nothing accepted in time, or the accept failed: the port closes either way
+    }
+  }
+
+  private static HostPort address(CoordinationAgent agent, String group, int rank, Duration timeout) {
+    return HostPort.parse(new String(agent.get(key(group, rank), timeout), StandardCharsets.UTF_8));
+  }
+
+  static String key(String group, int rank) {
+    return "muster/collective/" + group + "/" + rank;
+  }
 
   /** Connects to the next rank at {@code address} and is admitted by it, within the timeout. */
   static RingStream dial(HostPort address, int rank, TaskId next, JobToken token, Optional<SSLContext> tls,

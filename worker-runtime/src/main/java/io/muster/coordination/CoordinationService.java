@@ -7,6 +7,7 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.TaskId;
+import io.muster.rpc.RefusedCall;
 import io.muster.proto.coordination.*;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -326,15 +327,15 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
    * waiting for it, instead of at the join deadline. A call that claims no task, a registered
    * task, or a task on another host only goes to the log.
    */
-  public void callerRefused(io.muster.rpc.RefusedCall call) {
+  public void callerRefused(RefusedCall call) {
     // the task map is fixed at construction; the host check resolves names, outside the lock
-    Task task = call.claimedTask().flatMap(CoordinationService::parseTaskName).map(tasks::get).orElse(null);
+    Task task = RefusedCaller.claimedTask(call).map(tasks::get).orElse(null);
     if (task == null) {
       log.warn("refused a call from {} ({}) claiming to be {}", call.from(), call.why(),
           call.claimedTask().orElse("no task"));
       return;
     }
-    if (!fromHostOf(task, call.from())) {
+    if (!RefusedCaller.fromHostOf(task.address, call)) {
       log.warn("refused a call claiming to be {} from {}, which is not its host ({}); not taken as {}'s",
           task.describe(), call.from(), call.why(), task.id);
       return;
@@ -342,7 +343,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     refused(task, call);
   }
 
-  private synchronized void refused(Task task, io.muster.rpc.RefusedCall call) {
+  private synchronized void refused(Task task, RefusedCall call) {
     if (task.lifecycle.connected() || task.lifecycle.error() != null || closed) {
       log.warn("refused a call claiming to be {}, which is {} ({})", task.describe(), task.lifecycle.state(),
           call.why());
@@ -356,20 +357,6 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
           + "needs the same)", task.id, false);
       waitingForAll.forEach(w -> fail(w, registrationFailure));
       waitingForAll.clear();
-    }
-  }
-
-  private static Optional<TaskId> parseTaskName(String fullName) {
-    java.util.regex.Matcher m = java.util.regex.Pattern.compile("/job:([^/]+)/replica:0/task:(\\d+)").matcher(fullName);
-    return m.matches() ? Optional.of(new TaskId(m.group(1), Integer.parseInt(m.group(2)))) : Optional.empty();
-  }
-
-  private static boolean fromHostOf(Task task, java.net.InetAddress from) {
-    try {
-      String host = io.muster.cluster.HostPort.parse(task.address).host();
-      return java.util.Arrays.asList(java.net.InetAddress.getAllByName(host)).contains(from);
-    } catch (java.io.IOException | IllegalArgumentException e) {
-      return false;
     }
   }
 

@@ -196,7 +196,7 @@ class RingTlsTest {
       HostPort dataPlane = publishedAddress(cluster, "refuse", 1);
       CompletableFuture<HostPort> rank0Address = new CompletableFuture<>();
       try (Relay relay = new Relay(rank0Address)) {
-        cluster.worker(0).agent().insert(Ring.key("refuse", 0),
+        cluster.worker(0).agent().insert(RingSetup.key("refuse", 0),
             relay.address().toString().getBytes(StandardCharsets.UTF_8), true);
         refusePlaintextStranger(dataPlane);
         Future<Collectives> rank0 = pool.submit(() -> create(cluster, 0, "refuse", tls));
@@ -267,7 +267,7 @@ class RingTlsTest {
       Future<Collectives> rank1 = pool.submit(() -> create(cluster, 1, "capture", security));
       HostPort real = publishedAddress(cluster, "capture", 1);
       try (Relay relay = new Relay(CompletableFuture.completedFuture(real))) {
-        cluster.worker(0).agent().insert(Ring.key("capture", 1),
+        cluster.worker(0).agent().insert(RingSetup.key("capture", 1),
             relay.address().toString().getBytes(StandardCharsets.UTF_8), true);
         try (Collectives c0 = create(cluster, 0, "capture", security);
             Collectives c1 = rank1.get(30, TimeUnit.SECONDS)) {
@@ -291,7 +291,7 @@ class RingTlsTest {
   }
 
   private static HostPort publishedAddress(LocalCluster cluster, String group, int rank) {
-    return HostPort.parse(new String(cluster.worker(0).agent().get(Ring.key(group, rank), Duration.ofSeconds(30)),
+    return HostPort.parse(new String(cluster.worker(0).agent().get(RingSetup.key(group, rank), Duration.ofSeconds(30)),
         StandardCharsets.UTF_8));
   }
 

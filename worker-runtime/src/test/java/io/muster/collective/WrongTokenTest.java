@@ -87,7 +87,7 @@ class WrongTokenTest {
       for (int r : new int[] {0, 1}) {
         setUp.add(pool.submit(() -> create(cluster, r)));
       }
-      HostPort dataPlane = HostPort.parse(new String(cluster.worker(2).agent().get(Ring.key("ring", 0),
+      HostPort dataPlane = HostPort.parse(new String(cluster.worker(2).agent().get(RingSetup.key("ring", 0),
           Duration.ofSeconds(30)), StandardCharsets.UTF_8));
       IOException refused = assertThrows(IOException.class, () -> RingSetup.dial(dataPlane, 2, new TaskId("worker", 0),
           STRANGER.token(), Optional.empty(), Duration.ofSeconds(30)));
