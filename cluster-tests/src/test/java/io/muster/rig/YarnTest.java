@@ -207,6 +207,10 @@ class YarnTest {
       app = applicationId(submit);
       cut = workerHost(app, submit);
       submit.awaitLine(Pattern.compile("attempt 1: 3 workers running"), JOB, "every worker running");
+      // "running" is the executors' registration; the commands start once the gang has formed, a moment later
+      Path pidFile = cut.scratch().resolve("tmp/cut-while-running.pid");
+      io.muster.testing.Eventually.within(Duration.ofSeconds(60), "the command on " + cut.name() + " started",
+          () -> pidFile.toFile().length() > 0);
       cutAt = java.time.LocalTime.now();
       cut.cutLink();
       try {
