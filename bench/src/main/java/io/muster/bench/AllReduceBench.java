@@ -1,7 +1,7 @@
 package io.muster.bench;
 
 import io.muster.cluster.ClusterSpec;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;

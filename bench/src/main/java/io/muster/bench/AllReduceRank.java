@@ -1,6 +1,6 @@
 package io.muster.bench;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TfConfig;
 import io.muster.collective.CollectiveGroup;
 import io.muster.collective.Collectives;
@@ -8,7 +8,7 @@ import io.muster.collective.CommunicationOptions;
 import io.muster.collective.DataType;
 import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
 import java.lang.management.CompilationMXBean;
 import java.lang.management.ManagementFactory;

@@ -4,7 +4,7 @@ import io.muster.checkpoint.CheckpointClient;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.checkpoint.WritePolicy;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;

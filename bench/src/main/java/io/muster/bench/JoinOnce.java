@@ -2,7 +2,7 @@ package io.muster.bench;
 
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
 import java.time.Duration;
 

@@ -1,6 +1,6 @@
 package io.muster.bench;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;

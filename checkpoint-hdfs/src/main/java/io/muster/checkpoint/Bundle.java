@@ -1,6 +1,6 @@
 package io.muster.checkpoint;
 
-import io.muster.data.Crc32c;
+import io.muster.internal.Crc32c;
 import io.muster.proto.tf.BundleHeaderProto;
 import io.muster.proto.tf.VersionDef;
 import java.io.IOException;

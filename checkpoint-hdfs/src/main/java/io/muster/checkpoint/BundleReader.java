@@ -1,7 +1,7 @@
 package io.muster.checkpoint;
 
 import com.google.protobuf.InvalidProtocolBufferException;
-import io.muster.data.Crc32c;
+import io.muster.internal.Crc32c;
 import io.muster.proto.tf.BundleEntryProto;
 import io.muster.proto.tf.BundleHeaderProto;
 import io.muster.proto.tf.DataType;

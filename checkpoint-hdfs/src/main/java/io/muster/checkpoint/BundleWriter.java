@@ -1,6 +1,6 @@
 package io.muster.checkpoint;
 
-import io.muster.data.Crc32c;
+import io.muster.internal.Crc32c;
 import io.muster.proto.tf.BundleEntryProto;
 import io.muster.proto.tf.DataType;
 import io.muster.proto.tf.TensorShapeProto;

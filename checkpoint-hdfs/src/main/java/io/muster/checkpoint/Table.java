@@ -1,6 +1,6 @@
 package io.muster.checkpoint;
 
-import io.muster.data.Crc32c;
+import io.muster.internal.Crc32c;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;

@@ -3,7 +3,7 @@ package io.muster.cli;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationException;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.coordination.TaskStatus;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.PeerUnavailableException;

@@ -1,7 +1,7 @@
 package io.muster.cli;
 
 import io.muster.cluster.ClusterSpec;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.Roles;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;

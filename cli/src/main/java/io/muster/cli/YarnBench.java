@@ -1,6 +1,6 @@
 package io.muster.cli;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;

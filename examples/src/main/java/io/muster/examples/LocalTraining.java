@@ -1,7 +1,7 @@
 package io.muster.examples;
 
 import io.muster.cluster.ClusterSpec;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
@@ -13,7 +13,6 @@ import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;

@@ -4,7 +4,7 @@ import io.muster.checkpoint.BackupAndRestore;
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.checkpoint.Tensor;
 import io.muster.checkpoint.WritePolicy;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
 import java.nio.ByteBuffer;
 import java.security.MessageDigest;

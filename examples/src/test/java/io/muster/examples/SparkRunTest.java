@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.CommandLine;
 import io.muster.spark.ExternalCommand;

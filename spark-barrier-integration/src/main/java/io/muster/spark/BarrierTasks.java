@@ -5,7 +5,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.launch.GangSpec;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.List;

@@ -2,7 +2,7 @@ package io.muster.spark;
 
 import io.muster.cluster.HostPort;
 import io.muster.launch.GangSpec;
-import io.muster.rpc.Reachability;
+import io.muster.internal.rpc.Reachability;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;

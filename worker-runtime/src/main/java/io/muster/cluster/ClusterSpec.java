@@ -1,5 +1,6 @@
 package io.muster.cluster;
 
+import io.muster.internal.Json;
 import io.muster.proto.tf.ClusterDef;
 import io.muster.proto.tf.JobDef;
 import java.util.ArrayList;

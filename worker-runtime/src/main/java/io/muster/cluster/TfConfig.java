@@ -1,5 +1,6 @@
 package io.muster.cluster;
 
+import io.muster.internal.Json;
 import java.math.BigDecimal;
 import java.util.LinkedHashMap;
 import java.util.List;

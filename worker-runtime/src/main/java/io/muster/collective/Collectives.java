@@ -1,8 +1,8 @@
 package io.muster.collective;
 
 import io.muster.cluster.TaskId;
-import io.muster.coordination.CoordinationAgent;
-import io.muster.rpc.BindAddresses;
+import io.muster.internal.coordination.CoordinationAgent;
+import io.muster.internal.rpc.BindAddresses;
 import io.muster.rpc.Security;
 import java.io.IOException;
 import java.io.UncheckedIOException;

@@ -2,11 +2,11 @@ package io.muster.collective;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
-import io.muster.coordination.CoordinationAgent;
+import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
-import io.muster.rpc.TlsContexts;
+import io.muster.internal.rpc.TaskServer;
+import io.muster.internal.rpc.TlsContexts;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;

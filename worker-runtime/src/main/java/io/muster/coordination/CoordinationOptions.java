@@ -1,5 +1,6 @@
 package io.muster.coordination;
 
+import io.muster.internal.coordination.CoordinationAgent;
 import java.io.Serializable;
 import java.time.Duration;
 

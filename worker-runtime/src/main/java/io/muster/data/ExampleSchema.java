@@ -1,6 +1,6 @@
 package io.muster.data;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;

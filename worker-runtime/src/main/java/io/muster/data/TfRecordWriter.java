@@ -1,5 +1,6 @@
 package io.muster.data;
 
+import io.muster.internal.Crc32c;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;

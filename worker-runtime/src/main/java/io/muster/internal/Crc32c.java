@@ -1,4 +1,4 @@
-package io.muster.data;
+package io.muster.internal;
 
 import java.util.zip.CRC32C;
 

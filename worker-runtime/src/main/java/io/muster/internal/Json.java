@@ -1,4 +1,4 @@
-package io.muster.cluster;
+package io.muster.internal;
 
 import java.math.BigDecimal;
 import java.util.ArrayList;

@@ -27,9 +27,8 @@ import java.util.stream.LongStream;
  * into shards on several (TensorFlow's {@code ShardedVariable}). Every operation goes to the ps
  * tasks holding it; each shard's update is atomic on its ps, so concurrent updates from many
  * workers all land. Values are row-major. Handles are cheap and thread-safe; get them from
- * {@link ParameterServers}.
- *
- * @throws ParameterServerUnavailableException from any operation when a ps does not answer
+ * {@link ParameterServers}. Any operation throws {@link ParameterServerUnavailableException} when a ps
+ * does not answer.
  */
 public final class Variable {
 

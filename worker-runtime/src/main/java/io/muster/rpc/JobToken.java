@@ -1,6 +1,5 @@
 package io.muster.rpc;
 
-import io.grpc.Metadata;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -17,7 +16,6 @@ import java.util.Map;
 public final class JobToken {
 
   public static final String ENV = "MUSTER_JOB_TOKEN";
-  static final Metadata.Key<String> HEADER = Metadata.Key.of("muster-job-token", Metadata.ASCII_STRING_MARSHALLER);
 
   private final String value;
   private final byte[] digest;

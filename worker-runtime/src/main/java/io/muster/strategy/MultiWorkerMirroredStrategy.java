@@ -13,7 +13,7 @@ import io.muster.collective.CommunicationOptions;
 import io.muster.collective.DataType;
 import io.muster.collective.ReduceOp;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

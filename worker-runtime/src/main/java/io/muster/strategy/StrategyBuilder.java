@@ -4,9 +4,9 @@ import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import java.util.Map;
 
 /**

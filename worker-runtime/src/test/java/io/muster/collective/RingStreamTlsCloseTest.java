@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.HostPort;
-import io.muster.rpc.TlsContexts;
+import io.muster.internal.rpc.TlsContexts;
 import io.muster.rpc.TlsFiles;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.SelfSignedCertificate;

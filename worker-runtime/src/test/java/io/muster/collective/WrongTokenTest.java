@@ -19,7 +19,7 @@ import io.muster.proto.coordination.HeartbeatRequest;
 import io.muster.proto.coordination.InsertKeyValueRequest;
 import io.muster.proto.coordination.KeyValueEntry;
 import io.muster.proto.coordination.ReportErrorToServiceRequest;
-import io.muster.rpc.ChannelCache;
+import io.muster.internal.rpc.ChannelCache;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import io.muster.testing.LocalCluster;

@@ -1,5 +1,6 @@
 package io.muster.coordination;
 
+import io.muster.internal.coordination.TaskRuntime;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -11,7 +12,7 @@ import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.JoinAndWait;

@@ -1,4 +1,4 @@
-package io.muster.cluster;
+package io.muster.internal;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -2,7 +2,7 @@ package io.muster.ps;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.testing.PythonTensorFlow;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;

@@ -12,7 +12,7 @@ import io.muster.cluster.TaskId;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import io.muster.testing.LocalCluster;
 import java.time.Duration;
 import java.util.ArrayList;

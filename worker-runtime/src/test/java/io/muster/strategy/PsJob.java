@@ -2,11 +2,11 @@ package io.muster.strategy;
 
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskId;
 import io.muster.coordinator.ClusterCoordinator;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.LocalCluster;
 import java.io.IOException;

@@ -6,7 +6,7 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import io.muster.testing.LocalCluster;
 import java.nio.file.Files;
 import java.nio.file.Path;

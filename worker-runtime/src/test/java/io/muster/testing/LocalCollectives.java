@@ -4,7 +4,7 @@ import io.muster.collective.Collectives;
 import io.muster.collective.CollectiveGroup;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
 import java.time.Duration;
 import java.util.ArrayList;

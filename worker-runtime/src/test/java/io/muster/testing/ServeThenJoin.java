@@ -1,7 +1,7 @@
 package io.muster.testing;
 
 import io.muster.cluster.TfConfig;
-import io.muster.coordination.TaskRuntime;
+import io.muster.internal.coordination.TaskRuntime;
 import io.muster.rpc.Security;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;

@@ -7,7 +7,7 @@ import io.muster.proto.coordination.CoordinationServiceGrpc;
 import io.muster.proto.coordination.RegisterTaskRequest;
 import io.muster.proto.coordination.RegisterTaskResponse;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 
 /**
  * A task in a child JVM that has bound its server but does not run the coordination service yet

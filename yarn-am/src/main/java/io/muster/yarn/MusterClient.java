@@ -1,6 +1,6 @@
 package io.muster.yarn;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.rpc.JobToken;
 import java.io.IOException;

@@ -1,6 +1,6 @@
 package io.muster.yarn;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 import java.util.Map;

@@ -2,7 +2,7 @@ package io.muster.yarn;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;

@@ -15,7 +15,7 @@ import io.muster.proto.gang.HeartbeatRequest;
 import io.muster.proto.gang.HeartbeatResponse;
 import io.muster.proto.gang.RegisterRequest;
 import io.muster.proto.gang.TaskRef;
-import io.muster.rpc.ChannelCache;
+import io.muster.internal.rpc.ChannelCache;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import java.io.IOException;

@@ -1,13 +1,12 @@
 package io.muster.yarn;
 
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Base64;
 import java.util.EnumMap;
 import java.util.EnumSet;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.checkpoint.CheckpointManager;
-import io.muster.cluster.Json;
+import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.cluster.TfConfig;
 import io.muster.launch.GangSpec;

@@ -1,4 +1,4 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.TaskId;

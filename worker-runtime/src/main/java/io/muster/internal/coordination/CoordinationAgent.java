@@ -1,5 +1,9 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.CoordinationException;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskState;
+import io.muster.coordination.TaskStatus;
 import com.google.protobuf.ByteString;
 import io.grpc.Channel;
 import io.grpc.Status;
@@ -11,8 +15,8 @@ import io.muster.cluster.TaskId;
 import io.muster.proto.coordination.*;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.PeerUnavailableException;
-import io.muster.rpc.Reachability;
-import io.muster.rpc.RefusedCall;
+import io.muster.internal.rpc.Reachability;
+import io.muster.internal.rpc.RefusedCall;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -397,7 +401,7 @@ public final class CoordinationAgent implements AutoCloseable {
   public List<TaskStatus> taskStates() {
     try {
       return call().getTaskState(GetTaskStateRequest.getDefaultInstance()).getTaskStateList().stream()
-          .map(info -> new TaskStatus(Errors.fromProto(info.getTask()), TaskState.fromProto(info.getState()),
+          .map(info -> new TaskStatus(Errors.fromProto(info.getTask()), TaskStates.fromProto(info.getState()),
               info.getErrorMessage().isEmpty() ? Optional.empty() : Optional.of(info.getErrorMessage()),
               info.getIncarnation()))
           .toList();

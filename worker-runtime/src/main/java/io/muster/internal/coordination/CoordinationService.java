@@ -1,5 +1,6 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.CoordinationOptions;
 import com.google.protobuf.ByteString;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -7,7 +8,7 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.TaskId;
-import io.muster.rpc.RefusedCall;
+import io.muster.internal.rpc.RefusedCall;
 import io.muster.proto.coordination.*;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -305,7 +306,7 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
         return;
       }
       CoordinatedTaskStateInfo.Builder info = CoordinatedTaskStateInfo.newBuilder()
-          .setTask(Errors.toProto(task.id)).setState(task.lifecycle.state().toProto())
+          .setTask(Errors.toProto(task.id)).setState(TaskStates.toProto(task.lifecycle.state()))
           .setIncarnation(task.lifecycle.incarnation());
       StatusRuntimeException error = task.lifecycle.error();
       if (error != null) {

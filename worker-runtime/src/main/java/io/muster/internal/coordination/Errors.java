@@ -1,5 +1,6 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.CoordinationException;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.grpc.Metadata;

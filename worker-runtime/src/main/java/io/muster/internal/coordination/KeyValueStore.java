@@ -1,4 +1,4 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
 import com.google.protobuf.ByteString;
 import io.grpc.Status;

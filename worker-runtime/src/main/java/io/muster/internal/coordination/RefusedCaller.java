@@ -1,8 +1,8 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
-import io.muster.rpc.RefusedCall;
+import io.muster.internal.rpc.RefusedCall;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.util.Arrays;

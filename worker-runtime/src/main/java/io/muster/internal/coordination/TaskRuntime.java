@@ -1,14 +1,17 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.CoordinationException;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskState;
 import io.muster.cluster.ClusterConfigException;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.Roles;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
-import io.muster.rpc.ChannelCache;
+import io.muster.internal.rpc.ChannelCache;
 import io.muster.rpc.Security;
-import io.muster.rpc.TaskServer;
+import io.muster.internal.rpc.TaskServer;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Consumer;

@@ -1,5 +1,6 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.TaskState;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.TaskId;

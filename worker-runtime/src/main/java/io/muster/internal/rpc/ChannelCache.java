@@ -1,5 +1,8 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TlsFiles;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
@@ -106,7 +109,7 @@ public final class ChannelCache implements AutoCloseable {
       return new ForwardingClientCall.SimpleForwardingClientCall<>(next.newCall(method, options)) {
         @Override
         public void start(Listener<R> listener, Metadata headers) {
-          headers.put(JobToken.HEADER, token.value());
+          headers.put(TokenCheck.HEADER, token.value());
           super.start(listener, headers);
         }
       };

@@ -1,4 +1,4 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
 import io.muster.cluster.HostPort;
 import java.io.IOException;

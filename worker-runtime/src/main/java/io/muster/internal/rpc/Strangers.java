@@ -1,4 +1,4 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
 import io.grpc.netty.shaded.io.netty.buffer.ByteBuf;
 import io.grpc.netty.shaded.io.netty.channel.Channel;

@@ -1,5 +1,7 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.Security;
+import io.muster.rpc.TlsFiles;
 import io.grpc.BindableService;
 import io.grpc.Metadata;
 import io.grpc.ServerCall;

@@ -1,5 +1,6 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.TlsFiles;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;

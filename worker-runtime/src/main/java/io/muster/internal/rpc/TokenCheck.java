@@ -1,5 +1,6 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.JobToken;
 import io.grpc.Metadata;
 import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
@@ -10,6 +11,9 @@ import org.slf4j.LoggerFactory;
 
 /** Refuses, before any service code runs, every call that does not carry the job's token. */
 final class TokenCheck implements ServerInterceptor {
+
+  /** The call metadata that carries the job token. */
+  static final Metadata.Key<String> HEADER = Metadata.Key.of("muster-job-token", Metadata.ASCII_STRING_MARSHALLER);
 
   private static final Logger log = LoggerFactory.getLogger(TokenCheck.class);
 
@@ -30,7 +34,7 @@ final class TokenCheck implements ServerInterceptor {
   @Override
   public <Q, R> ServerCall.Listener<Q> interceptCall(
       ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-    String presented = headers.get(JobToken.HEADER);
+    String presented = headers.get(HEADER);
     if (!token.matches(presented)) {
       String why = presented == null ? "call carries no job token" : "job token does not match";
       log.warn("refused {} from {}: {}", call.getMethodDescriptor().getFullMethodName(),

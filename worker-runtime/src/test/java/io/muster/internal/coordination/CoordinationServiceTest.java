@@ -1,5 +1,9 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.CoordinationException;
+import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.TaskState;
+import io.muster.coordination.TaskStatus;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -334,7 +338,7 @@ class CoordinationServiceTest {
     try (LocalCluster cluster = LocalCluster.workers(3, shortJoin)) {
       cluster.stop(W2);
       CoordinationService service = cluster.worker(0).service().orElseThrow();
-      service.callerRefused(new io.muster.rpc.RefusedCall(Optional.of(W2.fullName()),
+      service.callerRefused(new io.muster.internal.rpc.RefusedCall(Optional.of(W2.fullName()),
           java.net.InetAddress.getByName("127.0.0.2"), "wrong job token"));
       var failure = assertThrows(java.util.concurrent.ExecutionException.class, () -> cluster.join(List.of(W0, W1)));
       assertTrue(failure.getCause() instanceof DeadlineExceededException, failure.getCause().toString());
@@ -342,7 +346,7 @@ class CoordinationServiceTest {
       assertTrue(failure.getCause().getMessage().contains("worker 2 at " + w2 + ": connection refused"),
           failure.getCause().getMessage());
 
-      service.callerRefused(new io.muster.rpc.RefusedCall(Optional.of(W2.fullName()),
+      service.callerRefused(new io.muster.internal.rpc.RefusedCall(Optional.of(W2.fullName()),
           java.net.InetAddress.getByName("127.0.0.1"), "wrong job token"));
       CoordinationException refused = assertThrows(CoordinationException.class, () -> cluster.worker(1).agent().join());
       assertEquals(Status.Code.UNAUTHENTICATED, refused.code());

@@ -1,4 +1,4 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

@@ -1,5 +1,6 @@
-package io.muster.coordination;
+package io.muster.internal.coordination;
 
+import io.muster.coordination.TaskState;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -7,8 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Status;
 import io.muster.cluster.TaskId;
-import io.muster.coordination.TaskStateMachine.Heartbeat;
-import io.muster.coordination.TaskStateMachine.Registration;
+import io.muster.internal.coordination.TaskStateMachine.Heartbeat;
+import io.muster.internal.coordination.TaskStateMachine.Registration;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 

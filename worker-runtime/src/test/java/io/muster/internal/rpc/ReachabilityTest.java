@@ -1,5 +1,7 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.muster.cluster.HostPort;

@@ -1,5 +1,8 @@
-package io.muster.rpc;
+package io.muster.internal.rpc;
 
+import io.muster.rpc.JobToken;
+import io.muster.rpc.Security;
+import io.muster.rpc.TlsFiles;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -13,7 +16,7 @@ import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.coordination.CoordinationOptions;
-import io.muster.coordination.CoordinationService;
+import io.muster.internal.coordination.CoordinationService;
 import io.muster.proto.coordination.CoordinatedTask;
 import io.muster.proto.coordination.CoordinatedTaskState;
 import io.muster.proto.coordination.CoordinationServiceGrpc;

@@ -1,0 +1,4 @@
+/**
+ * TFRecord files and {@code tf.train.Example} records, read and written as TensorFlow does.
+ */
+package io.muster.data;
