@@ -25,6 +25,10 @@ import org.slf4j.LoggerFactory;
 /**
  * An opened {@link Bundle} checkpoint, read as TensorFlow's {@code RestoreV2} reads it, with every
  * CRC checked: its entries in key order; tensors are read on demand.
+ *
+ * <p>One file because every way of reading (one tensor, all, into arrays, verify) goes through the
+ * same open shards, the same file-order walk and the same CRC checks, and a damaged tensor must be
+ * reported the same way by each; the index's format ({@link Table}) is apart.
  */
 public final class BundleReader {
   private static final Logger log = LoggerFactory.getLogger(BundleReader.class);

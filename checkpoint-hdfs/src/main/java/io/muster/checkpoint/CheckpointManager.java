@@ -43,6 +43,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A manager owns the threads its saves write through; {@link #close()} ends them, after which
  * {@link #save} fails and restoring still works.
+ *
+ * <p>One file because "nothing is lost" is one ordering of writes, renames and deletions across
+ * the save, the state file and the clean-up of a killed save's leftovers, and it is checked by
+ * reading it in one place; the format itself ({@link BundleWriter}, {@link BundleReader}) is apart.
  */
 public final class CheckpointManager implements AutoCloseable {
 

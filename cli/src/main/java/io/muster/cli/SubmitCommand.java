@@ -38,6 +38,10 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
  * application id and tracking URL, one line per change of state, and the final status with the
  * master's diagnostics; it exits 0 only when the job succeeded, and kills the application when it
  * is interrupted (Ctrl-C) before the end. The cluster is the one {@code HADOOP_CONF_DIR} names.
+ *
+ * <p>One file because its options, their checks and its help are one list a user reads from top to
+ * bottom, and an option added here changes all three; the client ({@link MusterClient}) and the job
+ * ({@link YarnJob}) are apart.
  */
 final class SubmitCommand {
 

@@ -59,6 +59,11 @@ import scala.reflect.ClassTag$;
  * other exception the train function throws, and any other non-zero exit code, fails the run at
  * once, since it would fail the same way again; {@link Builder#rerun} with {@link Rerun#ANY_FAILURE}
  * re-runs those too.
+ *
+ * <p>One file because it is the user's entry point: the builder's options, the checks of the Spark
+ * application and the loop over attempts are what a user reads together; the tasks
+ * ({@link BarrierTasks}), the command's link to the driver ({@link CommandLogs}) and the rendezvous
+ * ({@link GangRendezvous}) are apart.
  */
 public final class BarrierTrainer {
 

@@ -52,6 +52,9 @@ import org.slf4j.LoggerFactory;
  * heard from for {@link #SILENT} fails the gang (retryable: the cluster's failure), and a task that
  * has not heard from the driver for {@link #DRIVER_SILENT} ends its command as for a failed gang.
  * An end that was itself paused (a long GC) does not judge the silence it slept through.
+ *
+ * <p>One file because it holds both ends of one wire protocol: a change to a message changes the
+ * driver's side and the task's side together.
  */
 final class CommandLogs {
   static final Logger log = LoggerFactory.getLogger(CommandLogs.class);

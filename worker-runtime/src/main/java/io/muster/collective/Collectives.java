@@ -35,6 +35,11 @@ import org.slf4j.LoggerFactory;
  * keepalive every quarter of the timeout when it has nothing to send), so a rank busy between
  * collectives, saving a checkpoint or reading its data, holds the others up but does not fail
  * them; a frozen process or a host cut off does. Calls on one instance are serialised.
+ *
+ * <p>One file because it is the one facade every caller sees: each public call checks its
+ * arguments, announces itself to the watchdog and chooses an algorithm; the algorithms
+ * ({@link AllReduceAlgorithms}), the watchdog ({@link CollectiveWatchdog}) and the streams
+ * ({@link Ring}) are apart.
  */
 public final class Collectives implements AutoCloseable {
 

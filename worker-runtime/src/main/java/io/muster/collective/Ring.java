@@ -36,6 +36,11 @@ import org.slf4j.LoggerFactory;
  * When neither stream can move, it polls briefly (yielding the core instead when more ranks share
  * this host than it has cores) and then sleeps until a stream is ready: on small messages, most of
  * the time is otherwise spent waking up.
+ *
+ * <p>One file because the framing, the abort frames, the keepalives and the transfer loop all work
+ * the same two non-blocking streams and their buffers, and must agree on what a half-written frame
+ * means; the rendezvous ({@link RingSetup}) and the first-failure state ({@link RingFailure}) hold
+ * none of that and are apart.
  */
 final class Ring implements AutoCloseable {
 

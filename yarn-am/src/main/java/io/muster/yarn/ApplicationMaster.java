@@ -11,7 +11,6 @@ import io.muster.rpc.Security;
 import io.muster.internal.rpc.TaskServer;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.security.PrivilegedExceptionAction;
 import java.time.Duration;
 import java.time.Instant;
@@ -38,7 +37,6 @@ import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.io.DataOutputBuffer;
-import org.apache.hadoop.io.Text;
 import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.security.token.Token;
@@ -77,13 +75,14 @@ import org.slf4j.LoggerFactory;
  * caused it). The job succeeds when the launch core's {@link EndOfJob}
  * says so; the final status and diagnostics name the failing task, its host, container, exit code
  * and stderr tail.
+ *
+ * <p>One file because the loop over attempts is one state machine driven by three parties at once
+ * (the ResourceManager's allocations, the NodeManagers' container events, the executors' calls);
+ * the attempt's members ({@link Attempt}), the executors' endpoint ({@link GangEndpoint}) and the
+ * status page ({@link StatusPage}) are apart.
  */
 public final class ApplicationMaster {
 
-  /** The job's secret in the containers' credentials (never on a command line or in the launch environment). */
-  static final Text TOKEN_KEY = new Text("muster.job.token");
-  /** The job's description, as JSON, in the master's and the executors' environment. */
-  static final String JOB_ENV = "MUSTER_YARN_JOB";
   private static final Logger log = LoggerFactory.getLogger(ApplicationMaster.class);
   private static final Duration POLL = Duration.ofMillis(200);
   /** How long finished or aborted containers get to end on their own before they are stopped. */
@@ -140,16 +139,13 @@ public final class ApplicationMaster {
   }
 
   public static void main(String[] args) throws Exception {
-    YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(JOB_ENV));
+    YarnJob job = Handoff.job();
     Configuration conf = SiteConfiguration.decode(System.getenv(SiteConfiguration.ENV));
     // the client's security settings (Kerberos) over the node's, like the rest of its configuration
     UserGroupInformation.setConfiguration(conf);
     Credentials credentials = UserGroupInformation.getCurrentUser().getCredentials();
-    byte[] secret = credentials.getSecretKey(TOKEN_KEY);
-    if (secret == null) {
-      throw new IllegalStateException("the job token is not in the master's credentials; submit with muster submit");
-    }
-    JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
+    JobToken token = Handoff.token(credentials).orElseThrow(() -> new IllegalStateException(
+        "the job token is not in the master's credentials; submit with muster submit"));
     AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
     rm.init(resourceManagerClientConfiguration(conf));
     rm.start();
@@ -481,7 +477,7 @@ public final class ApplicationMaster {
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
     ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job),
-        Map.of(JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
+        Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
     log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
         container.getNodeId().getHost());
     // Off the allocation loop: a node that does not answer holds the call for minutes (its retries).

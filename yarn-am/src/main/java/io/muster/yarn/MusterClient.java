@@ -9,7 +9,6 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -120,7 +119,7 @@ public final class MusterClient implements AutoCloseable {
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
     context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
-        Map.of(ApplicationMaster.JOB_ENV, job.toEnvironmentValue(),
+        Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
         SiteConfiguration.ENV, site), List.of(command), null, credentials(job, JobToken.random().value()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
@@ -325,7 +324,7 @@ public final class MusterClient implements AutoCloseable {
       Text service = ClientRMProxy.getRMDelegationTokenService(conf);
       credentials.addToken(service, ConverterUtils.convertFromYarn(rm, service));
     }
-    credentials.addSecretKey(ApplicationMaster.TOKEN_KEY, token.getBytes(StandardCharsets.US_ASCII));
+    Handoff.putToken(credentials, token);
     DataOutputBuffer out = new DataOutputBuffer();
     credentials.writeTokenStorageToStream(out);
     return ByteBuffer.wrap(out.getData(), 0, out.getLength());

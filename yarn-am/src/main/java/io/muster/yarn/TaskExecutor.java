@@ -23,7 +23,6 @@ import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -52,7 +51,7 @@ import org.slf4j.LoggerFactory;
  * command and exits, so no command outlives its job; so does one the master no longer counts in its
  * attempt (it was cut off, and the master timed it out and went on).
  *
- * <p>Arguments: {@code MASTER_HOST:PORT JOB INDEX ATTEMPT}; the job from {@value ApplicationMaster#JOB_ENV},
+ * <p>Arguments: {@code MASTER_HOST:PORT JOB INDEX ATTEMPT}; the job from {@value Handoff#JOB_ENV},
  * the token from the container's credentials.
  */
 public final class TaskExecutor {
@@ -70,13 +69,13 @@ public final class TaskExecutor {
     HostPort master = HostPort.parse(args[0]);
     TaskId task = new TaskId(args[1], Integer.parseInt(args[2]));
     int attempt = Integer.parseInt(args[3]);
-    YarnJob job = YarnJob.fromEnvironmentValue(System.getenv(ApplicationMaster.JOB_ENV));
-    byte[] secret = containerCredentials().getSecretKey(ApplicationMaster.TOKEN_KEY);
-    if (secret == null) {
+    YarnJob job = Handoff.job();
+    Optional<JobToken> secret = Handoff.token(containerCredentials());
+    if (secret.isEmpty()) {
       log.error("{}: the job token is not in the container's credentials", task);
       System.exit(1);
     }
-    JobToken token = JobToken.of(new String(secret, StandardCharsets.US_ASCII));
+    JobToken token = secret.get();
     TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(task.index()).setAttempt(attempt)
         .setContainerId(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).build();
     try (ChannelCache channels = new ChannelCache(Security.of(token))) {

@@ -48,6 +48,10 @@ import org.slf4j.LoggerFactory;
  * answering during the join}); one that has never answered is waited for (it may be starting). After joining, the agent sends heartbeats and long-polls the service for errors: a
  * failed peer, or a leader that stops answering, reaches the error callback once, within the
  * heartbeat timeout, and puts the agent in {@link TaskState#ERROR}. Every call has a deadline.
+ *
+ * <p>One file because the join, the heartbeats and the error poll share one state machine and one
+ * leader channel, and whichever of them sees the failure first must be the one that reports it;
+ * the barrier and key-value calls are short requests on the same channel.
  */
 public final class CoordinationAgent implements AutoCloseable {
 

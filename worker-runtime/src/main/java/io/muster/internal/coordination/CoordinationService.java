@@ -36,6 +36,11 @@ import org.slf4j.LoggerFactory;
  * {@code PollForError} call, as in TensorFlow's setup without service-to-client channels. Errors
  * carry TensorFlow's status codes, messages and payloads; messages also name the task's address.
  * {@code ReportErrorToTask}, {@code GetAliveTasks} and {@code WatchJobState} are not served.
+ *
+ * <p>One file because registration, heartbeats, error polls, barriers and shutdown all read and
+ * change one table of tasks under one lock: a task's failure must fail its barriers and reach every
+ * poll in the same step. What holds no such state is apart: {@link Barriers}, {@link KeyValueStore},
+ * {@link Errors}, {@link RefusedCaller}.
  */
 public final class CoordinationService extends CoordinationServiceGrpc.CoordinationServiceImplBase
     implements AutoCloseable {
