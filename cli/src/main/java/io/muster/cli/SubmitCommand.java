@@ -171,10 +171,7 @@ final class SubmitCommand {
   static int status(List<String> args, Supplier<Configuration> cluster, PrintStream out) throws Exception {
     ApplicationId id = applicationId(args, "status");
     try (MusterClient client = new MusterClient(cluster.get())) {
-      ApplicationReport report = client.report(id);
-      out.println(report.getApplicationId() + " " + report.getYarnApplicationState() + " "
-          + report.getFinalApplicationStatus() + (report.getDiagnostics().isBlank() ? "" : ": "
-          + report.getDiagnostics()));
+      out.println("muster status: " + client.describe(id));
       return 0;
     }
   }

@@ -206,7 +206,7 @@ class CheckProcessesTest {
     assertEquals(2, quiet.size(), String.join("\n", quiet));
     assertTrue(quiet.get(0).matches("\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  task worker 1 serving on 127\\.0\\.0\\.1:\\d+"),
         quiet.get(0));
-    assertEquals("muster check: worker 1 could not register with the coordination service within PT3S: coordination "
+    assertEquals("muster check: worker 1 could not register with the coordination service within 3 s: coordination "
         + "leader worker 0 at nosuchhost.invalid:2222: unknown host 'nosuchhost.invalid'", quiet.get(1));
 
     List<String> debug = checkWithTheCommandLinesLogs(tfConfig, Map.of("MUSTER_LOG_LEVEL", "debug"));

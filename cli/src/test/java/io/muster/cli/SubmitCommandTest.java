@@ -32,7 +32,7 @@ class SubmitCommandTest {
         "--output-dir", "hdfs:///o");
     assertEquals("ps-job", job.name());
     assertEquals("ml", job.queue());
-    assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, evaluator, ps)", job.gang().toString());
+    assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, ps)", job.gang().toString());
     assertEquals(new YarnJob.Resources(2048, 2, 1), job.resources().get(TaskType.WORKER));
     assertEquals(new YarnJob.Resources(512, 1, 0), job.resources().get(TaskType.PS));
     assertEquals(new YarnJob.Resources(1024, 1, 0), job.resources().get(TaskType.CHIEF));
@@ -128,7 +128,7 @@ class SubmitCommandTest {
   @Test
   void defaultsAreOneWorkerOfOneGigabyteAndTheDefaultQueue() {
     YarnJob job = parse("--command", "true");
-    assertEquals("1 worker (untracked: evaluator, ps)", job.gang().toString());
+    assertEquals("1 worker", job.gang().toString());
     assertEquals("default", job.queue());
     assertEquals(Duration.ofMinutes(10), job.gangTimeout());
     assertEquals(1, job.maxAttempts());

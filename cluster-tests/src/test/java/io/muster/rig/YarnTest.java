@@ -292,7 +292,7 @@ class YarnTest {
     assertTrue(out.contains("SUCCEEDED: succeeded on attempt 2 of 2"), run.tail());
     // The container never registered (the start request got through), or its start call timed out (it did not).
     Matcher failed = Pattern.compile("attempt 1 of 2 failed: (the gang was not formed within the gang timeout of "
-        + "PT1M15S: .*missing: .*worker \\d \\(container container_\\S+ on " + cut.name() + " never registered; its "
+        + "75 s: .*missing: .*worker \\d \\(container container_\\S+ on " + cut.name() + " never registered; its "
         + "NodeManager at " + cut.name() + ":\\d+: no answer within 2000 ms \\(the node is down or cut off\\)\\)|worker \\d's "
         + "container container_\\S+ could not be started on " + cut.name() + ":\\d+: .*timeout)").matcher(out);
     assertTrue(failed.find(), run.tail());

@@ -85,8 +85,8 @@ record RunIdentity(String data, List<String> features, int classes, long seed) {
     boolean backedUp = CheckpointManager.latestCheckpoint(fs, new Path(backupDir, "chief")).isPresent();
     Optional<Path> checkpoint = CheckpointManager.latestCheckpoint(fs, ckpt);
     if (!backedUp && checkpoint.isPresent()) {
-      throw refused(out, "this run's checkpoints (the latest " + checkpoint.get().getName()
-          + ") but no backup to resume from");
+      throw refused(out, "a finished run of this job (its latest checkpoint " + checkpoint.get().getName()
+          + ", and no backup left to resume from)");
     }
     if (backedUp) {
       // read as a non-chief task reads it, which writes nothing

@@ -86,8 +86,10 @@ public final class SparkRun {
       if (!options.get("--result").isEmpty()) {
         Files.write(Path.of(options.get("--result")), result.orElse(new byte[0]));
       } else {
-        out.println(result.map(r -> "the chief's result: " + new String(r, StandardCharsets.UTF_8))
-            .orElse("the chief left no result file"));
+        String where = options.get("--out").isEmpty() ? "" : "; outputs in " + options.get("--out");
+        out.println(result.map(r -> "succeeded" + where + "; the chief's result: "
+            + new String(r, StandardCharsets.UTF_8))
+            .orElse("succeeded" + where + " (the chief left no result in MUSTER_RESULT_FILE)"));
       }
       return 0;
     } catch (Exception e) { // Spark's SparkException is checked, though Scala does not declare it

@@ -81,7 +81,7 @@ class PsExamplesTest {
     Run missing = run("late-task", "--missing");
     assertEquals(1, missing.exit(), missing.out());
     // The first task whose join deadline passes names the missing worker; the others then fail with it.
-    assertTrue(Pattern.compile("\\] failed: \\w+ \\d timed out after PT20S waiting for all tasks to join the "
+    assertTrue(Pattern.compile("\\] failed: \\w+ \\d timed out after 20 s waiting for all tasks to join the "
         + "coordination service; 1 of 4 tasks missing: worker 1 at 127\\.0\\.0\\.1:\\d+: connection refused")
         .matcher(missing.out()).find(), missing.out());
     assertHas(missing, "[chief 0] failed: ");

@@ -65,8 +65,8 @@ class QuietConsoleTest {
         "false");
     assertEquals(1, quiet.code(), String.join("\n", quiet.err()));
     assertEquals(3, quiet.err().size(), String.join("\n", quiet.err()));
-    assertTrue(quiet.err().subList(0, 2).stream().allMatch(l -> l.matches(TIME + "INFO  worker [01]: starting false "
-        + "\\(attempt 0\\)")), String.join("\n", quiet.err()));
+    assertTrue(quiet.err().subList(0, 2).stream().allMatch(l -> l.matches(TIME + "INFO  worker [01]: starting `false` "
+        + "\\(attempt 1\\)")), String.join("\n", quiet.err()));
     assertTrue(quiet.err().get(2).matches("muster spark-run: training failed on attempt 1 of 1: worker [01]: `false` "
         + "exited with code 1; it wrote nothing to stderr"), quiet.err().get(2));
 

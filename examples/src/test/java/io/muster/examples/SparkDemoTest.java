@@ -193,8 +193,9 @@ class SparkDemoTest {
     assertEquals(0, SparkDemo.run(twoEpochs, out1, err, options -> spark));
     stderr.reset();
     assertEquals(1, SparkDemo.run(twoEpochs, out1, err, options -> spark), "a finished run is not trained again");
-    assertEquals("muster demo: --out file:" + out.toAbsolutePath() + " holds this run's checkpoints (the latest ckpt-2)"
-        + " but no backup to resume from; give --out a new directory, or --overwrite to replace them\n",
+    assertEquals("muster demo: --out file:" + out.toAbsolutePath() + " holds a finished run of this job (its latest"
+        + " checkpoint ckpt-2, and no backup left to resume from); give --out a new directory, or --overwrite to replace"
+        + " them\n",
         stderr.toString());
 
     // a backup of epoch 12 of this run, as a longer run killed there leaves it

@@ -90,7 +90,7 @@ class SparkRunTest {
 
     IllegalStateException failed = assertThrows(IllegalStateException.class, () -> SparkRun.run(spark,
         SparkRun.options("--workers", "2"), List.of("sh", "-c", "echo no data here >&2; exit 4")));
-    assertTrue(failed.getMessage().contains("exited with code 4; the last 1 lines of its stderr:\n  no data here"),
+    assertTrue(failed.getMessage().contains("exited with code 4; the last line of its stderr:\n  no data here"),
         failed.getMessage());
   }
 

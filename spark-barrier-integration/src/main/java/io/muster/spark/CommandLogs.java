@@ -306,7 +306,7 @@ final class CommandLogs {
         }
       }
       if (before instanceof EndOfJob.Running && verdict instanceof EndOfJob.Succeeded done && !done.toEnd().isEmpty()) {
-        log.info("every tracked task has finished; ending {}", done.toEnd());
+        log.info("the tasks the job awaits have all finished; ending {}", done.toEnd());
         for (TaskId untracked : done.toEnd()) {
           Writer out = tasks.get(untracked);
           if (out == null) {

@@ -125,7 +125,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       CommandLogs.Sender driver, Path workDir) {
     Path resultFile = workDir.resolve(TaskEnvironment.RESULT_FILE);
     String name = task.toString();
-    log.info("{}: starting {} (attempt {})", name, command, attempt);
+    log.info("{}: starting `{}` (attempt {})", name, command, attempt + 1);
     AtomicBoolean endedByDriver = new AtomicBoolean();
     AtomicReference<CommandLogs.GangFailed> gangFailure = new AtomicReference<>();
     try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), driver,
@@ -156,7 +156,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       if (exit.isEmpty()) {
         process.close();
         throw new IllegalStateException(name + ": `" + command + "` ran past its timeout of "
-            + command.timeout().orElseThrow() + " and was ended" + tail(process));
+            + command.timeout().orElseThrow() + " and was ended" + TaskProcess.stderrStory(process.stderrTail()));
       }
       int code = exit.get();
       CommandLogs.GangFailed failedGang = gangFailure.get();
@@ -167,17 +167,17 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
             + failedGang.reason();
         throw failedGang.usersOwn() ? new UsersFailureException(failure) : new IllegalStateException(failure);
       }
-      String failure = code == 0 ? "" : name + ": `" + command + "` exited with code " + code
-          + (code > 128 ? " (killed by signal " + (code - 128) + ")" : "") + tail(process);
+      String failure = code == 0 ? "" : name + ": `" + command + "` "
+          + TaskProcess.exitStory(code, process.stderrTail());
       driver.exited(code, failure);
       if (endedByDriver.get()) {
-        log.info("{}: ended {}: every tracked task has finished", name, command);
+        log.info("{}: ended `{}`: the tasks the job awaits have all finished", name, command);
         return Optional.empty();
       }
       if (code != 0) {
         throw failure(name, code, failure, driver);
       }
-      log.info("{}: {} finished", name, command);
+      log.info("{}: `{}` exited 0", name, command);
       return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -203,12 +203,6 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     String story = name + ": `" + command + "` exited with code " + code + " because the gang failed: "
         + gang.get().reason();
     return gang.get().usersOwn() ? new UsersFailureException(story) : new IllegalStateException(story);
-  }
-
-  private static String tail(TaskProcess process) {
-    List<String> tail = process.stderrTail();
-    return tail.isEmpty() ? "; it wrote nothing to stderr"
-        : "; the last " + tail.size() + " lines of its stderr:\n  " + String.join("\n  ", tail);
   }
 
   private static Optional<byte[]> readResult(String name, Path file) {

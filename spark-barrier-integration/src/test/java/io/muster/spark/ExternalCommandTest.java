@@ -256,7 +256,7 @@ class ExternalCommandTest {
       IllegalStateException e = assertThrows(IllegalStateException.class, () -> trainer.run(spark, sh));
       assertTrue(e.getMessage().startsWith("training failed on attempt 1 of 2, not re-run ("
           + BarrierTrainer.COMMAND_NOT_RERUN + "): worker 1: `"), e.getMessage());
-      assertTrue(e.getMessage().endsWith("` exited with code " + code + "; the last 1 lines of its stderr:\n"
+      assertTrue(e.getMessage().endsWith("` exited with code " + code + "; the last line of its stderr:\n"
           + "  boom from worker 1"), e.getMessage());
       assertEquals("0\n", Files.readString(dir.resolve("worker-0")), "one attempt only");
       assertEquals("0\n", Files.readString(dir.resolve("worker-1")));

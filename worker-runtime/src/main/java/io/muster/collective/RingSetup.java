@@ -2,6 +2,7 @@ package io.muster.collective;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.internal.Durations;
 import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
@@ -156,7 +157,7 @@ final class RingSetup {
     } catch (IOException e) {
       channel.close();
       throw e instanceof SocketTimeoutException
-          ? new IOException("no answer from " + next + " at " + address + " within " + timeout, e)
+          ? new IOException("no answer from " + next + " at " + address + " within " + Durations.words(timeout), e)
           : e;
     }
   }
@@ -182,14 +183,14 @@ final class RingSetup {
     while (true) {
       long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
       if (left <= 0) {
-        throw new IOException("no collective stream from " + prev + " within " + timeout);
+        throw new IOException("no collective stream from " + prev + " within " + Durations.words(timeout));
       }
       server.socket().setSoTimeout((int) left);
       Socket socket;
       try {
         socket = server.socket().accept();
       } catch (SocketTimeoutException e) {
-        throw new IOException("no collective stream from " + prev + " within " + timeout, e);
+        throw new IOException("no collective stream from " + prev + " within " + Durations.words(timeout), e);
       }
       SocketChannel channel = socket.getChannel();
       try {

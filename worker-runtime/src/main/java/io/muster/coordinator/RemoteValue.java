@@ -1,5 +1,6 @@
 package io.muster.coordinator;
 
+import io.muster.internal.Durations;
 import io.muster.rpc.DeadlineExceededException;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
@@ -44,8 +45,8 @@ public final class RemoteValue {
   public Value fetch(Duration timeout) {
     try {
       if (!ready.await(timeout.toNanos(), TimeUnit.NANOSECONDS)) {
-        throw new DeadlineExceededException("remote value not ready within " + timeout + " (status " + status + ")",
-            timeout);
+        throw new DeadlineExceededException("remote value not ready within " + Durations.words(timeout) + " (status "
+            + status + ")", timeout);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

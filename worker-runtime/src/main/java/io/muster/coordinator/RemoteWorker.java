@@ -9,6 +9,7 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.coordination.TaskState;
 import io.muster.coordination.TaskStatus;
+import io.muster.internal.Durations;
 import io.muster.proto.coordinator.ClosureWorkerGrpc;
 import io.muster.proto.coordinator.CreateResourceRequest;
 import io.muster.proto.coordinator.CreateResourceResponse;
@@ -205,7 +206,8 @@ final class RemoteWorker implements Runnable {
       Thread.sleep(Math.min(200, coordinator.pollInterval().toMillis()));
     }
     lost = true;
-    log.error("{} at {} did not come back within {}; no more closures go to it", task, address, timeout);
+    log.error("{} at {} did not come back within {}; no more closures go to it", task, address,
+        Durations.words(timeout));
     coordinator.workerLost(task);
     return false;
   }

@@ -149,10 +149,12 @@ public record GangSpec(int chiefs, int workers, int ps, int evaluators, Set<Task
     return new Gang(this, addresses);
   }
 
-  /** {@code 1 chief, 2 workers, 1 ps (untracked: ps, worker)}. */
+  /** {@code 1 chief, 2 workers, 1 ps (untracked: worker, ps)}: the untracked types this gang has, in member order. */
   @Override
   public String toString() {
-    return describe(chiefs, workers, ps, evaluators) + (untracked.isEmpty() ? "" : " (untracked: " + names(untracked)
+    String untrackedHere = ORDER.stream().filter(t -> untracked.contains(t) && count(t) > 0).map(TaskType::jobName)
+        .collect(Collectors.joining(", "));
+    return describe(chiefs, workers, ps, evaluators) + (untrackedHere.isEmpty() ? "" : " (untracked: " + untrackedHere
         + ")");
   }
 

@@ -188,6 +188,23 @@ public final class TaskProcess implements AutoCloseable {
   }
 
   /**
+   * How a command ended, in the words every launcher uses: its exit code, what the code means where
+   * the shell gives it one (126, 127, a signal), and {@link #stderrStory the tail of its stderr}.
+   */
+  public static String exitStory(int code, List<String> stderrTail) {
+    String meaning = code == 126 ? " (found but not executable)" : code == 127 ? " (command not found)"
+        : code > 128 && code < 160 ? " (killed by signal " + (code - 128) + ")" : "";
+    return "exited with code " + code + meaning + stderrStory(stderrTail);
+  }
+
+  /** {@code ; the last 2 lines of its stderr:} and the lines, indented; or that it wrote nothing there. */
+  public static String stderrStory(List<String> stderrTail) {
+    return stderrTail.isEmpty() ? "; it wrote nothing to stderr"
+        : (stderrTail.size() == 1 ? "; the last line of its stderr:" : "; the last " + stderrTail.size()
+            + " lines of its stderr:") + "\n  " + String.join("\n  ", stderrTail);
+  }
+
+  /**
    * Ends the command if it still runs: SIGTERM to its process group, SIGKILL after the grace
    * period. Returns once the guard has exited (bounded by the grace period plus a second).
    */

@@ -7,6 +7,7 @@ import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
+import io.muster.internal.Durations;
 import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.proto.ps.CreateVariableRequest;
 import io.muster.proto.ps.ParameterServerGrpc;
@@ -143,7 +144,7 @@ public final class ParameterServers {
     try {
       bytes = agent.get(KEY_PREFIX + name, wait);
     } catch (DeadlineExceededException e) {
-      throw new DeadlineExceededException("variable " + name + " was not created within " + wait
+      throw new DeadlineExceededException("variable " + name + " was not created within " + Durations.words(wait)
           + "; the coordinator (chief) creates variables before workers can use them", wait);
     }
     try {

@@ -5,6 +5,7 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.StreamObserver;
 import io.muster.cluster.TaskId;
+import io.muster.internal.Durations;
 import io.muster.proto.ps.Chunk;
 import io.muster.proto.ps.GatherRequest;
 import io.muster.proto.ps.ParameterServerGrpc;
@@ -253,7 +254,7 @@ public final class Variable {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted during " + what + " of " + shard.name() + " on " + shard.ps(), e);
     } catch (TimeoutException e) {
-      throw unavailable(shard, what, "no answer within " + timeout, e);
+      throw unavailable(shard, what, "no answer within " + Durations.words(timeout), e);
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof StatusRuntimeException s) {

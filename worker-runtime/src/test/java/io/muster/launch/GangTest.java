@@ -145,7 +145,7 @@ class GangTest {
     assertFalse(withPs.isTracked(new TaskId("ps", 0)));
     assertTrue(withPs.withUntracked(Set.of(TaskType.PS)).isTracked(new TaskId("worker", 0)));
     assertTrue(GangSpec.of(0, 2, 1, 0).isTracked(new TaskId("worker", 1)), "between-graph: workers finish");
-    assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, evaluator, ps)", withPs.toString());
+    assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, ps)", withPs.toString());
   }
 
   @Test

@@ -32,6 +32,25 @@ class TaskProcessTest {
   }
 
   @Test
+  void anExitIsToldWithWhatTheShellMeansByItsCodeAndTheTailOfStderr() {
+    assertEquals("exited with code 3; it wrote nothing to stderr", TaskProcess.exitStory(3, List.of()));
+    assertEquals("exited with code 3; the last line of its stderr:\n  boom", TaskProcess.exitStory(3, List.of("boom")));
+    assertEquals("exited with code 1; the last 2 lines of its stderr:\n  a\n  b",
+        TaskProcess.exitStory(1, List.of("a", "b")));
+    assertEquals("exited with code 126 (found but not executable); it wrote nothing to stderr",
+        TaskProcess.exitStory(126, List.of()));
+    assertEquals("exited with code 127 (command not found); it wrote nothing to stderr",
+        TaskProcess.exitStory(127, List.of()));
+    assertEquals("exited with code 128; it wrote nothing to stderr", TaskProcess.exitStory(128, List.of()));
+    assertEquals("exited with code 137 (killed by signal 9); it wrote nothing to stderr",
+        TaskProcess.exitStory(137, List.of()));
+    assertEquals("exited with code 143 (killed by signal 15); it wrote nothing to stderr",
+        TaskProcess.exitStory(143, List.of()));
+    assertEquals("exited with code 255; it wrote nothing to stderr", TaskProcess.exitStory(255, List.of()));
+    assertEquals("exited with code -102; it wrote nothing to stderr", TaskProcess.exitStory(-102, List.of()));
+  }
+
+  @Test
   void everyLineOfBothStreamsReachesTheSinkAndTheExitCodeComesBack() throws Exception {
     try (TaskProcess p = start("echo out1; echo err1 >&2; echo \"FOO=$FOO\"; printf 'no newline'", Map.of("FOO", "bar"),
         Duration.ofSeconds(2))) {

@@ -3,6 +3,7 @@ package io.muster.yarn;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
+import io.muster.internal.Durations;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
@@ -299,7 +300,7 @@ public final class ApplicationMaster {
       outstanding.put(type, requests);
     }
     log.info("attempt {}: asking YARN for the gang ({}) within {}", attempt.number + 1, job.gang(),
-        job.gangTimeout());
+        Durations.words(job.gangTimeout()));
     boolean gangNotFormed = false;
     Instant endingSince = null;
     while (true) {
@@ -332,7 +333,8 @@ public final class ApplicationMaster {
           // Allocated but silent: the node or its link failed, which another attempt may not meet; a gang
           // that got no containers at all would not fit the next time either.
           gangNotFormed = unregistered.isEmpty();
-          attempt.abort("the gang was not formed within the gang timeout of " + job.gangTimeout() + ": "
+          attempt.abort("the gang was not formed within the gang timeout of " + Durations.words(job.gangTimeout())
+              + ": "
               + attempt.formationReport(probeNodes(unregistered)));
         } else if (!silent.isEmpty()) {
           abortForSilence(attempt, silent);

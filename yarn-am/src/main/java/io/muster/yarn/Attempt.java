@@ -7,6 +7,7 @@ import io.muster.launch.EndOfJob;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
+import io.muster.launch.TaskProcess;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -318,10 +319,8 @@ final class Attempt {
       return "";
     }
     Member m = members.get(failed.task());
-    String tail = m.stderrTail.isEmpty() ? "; it wrote nothing to stderr"
-        : "; the last " + m.stderrTail.size() + " lines of its stderr:\n  " + String.join("\n  ", m.stderrTail);
-    return failed.task() + " on " + m.host + " (container " + m.containerId + ") exited with code "
-        + failed.exitCode() + tail;
+    return failed.task() + " on " + m.host + " (container " + m.containerId + ") "
+        + TaskProcess.exitStory(failed.exitCode(), m.stderrTail);
   }
 
   /** Every task for the status page, in member order; the TF_CONFIG each got once the gang formed. */

@@ -91,7 +91,7 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
     if (attempt.abortReason().isPresent()) {
       reply.setAction(HeartbeatResponse.Action.ABORT).setReason(attempt.abortReason().get());
     } else if (attempt.shouldEnd(task)) {
-      reply.setAction(HeartbeatResponse.Action.END).setReason("every tracked task has finished");
+      reply.setAction(HeartbeatResponse.Action.END).setReason("the tasks the job awaits have all finished");
     }
     response.onNext(reply.build());
     response.onCompleted();

@@ -179,8 +179,8 @@ public final class MusterClient implements AutoCloseable {
     String lastGang = null;
     while (true) {
       ApplicationReport report = yarn.getApplicationReport(id);
-      String state = report.getYarnApplicationState() + (report.getTrackingUrl() == null
-          || report.getTrackingUrl().isBlank() ? "" : " (" + report.getTrackingUrl() + ")");
+      String url = openableUrl(report);
+      String state = report.getYarnApplicationState() + (url.isBlank() ? "" : " (" + url + ")");
       if (!Objects.equals(state, last)) {
         progress.accept(id + " " + state);
         last = state;
@@ -197,6 +197,36 @@ public final class MusterClient implements AutoCloseable {
       }
       Thread.sleep(POLL.toMillis());
     }
+  }
+
+  /**
+   * What {@code muster status} says: while the application runs, its state, the page to open and
+   * the gang's progress; once it is over, its final status and the master's diagnostics.
+   */
+  public String describe(ApplicationId id) throws IOException, YarnException {
+    ApplicationReport report = yarn.getApplicationReport(id);
+    if (FINAL.contains(report.getYarnApplicationState())) {
+      return id + " " + report.getFinalApplicationStatus() + (report.getDiagnostics().isBlank() ? ""
+          : ": " + report.getDiagnostics().replace("\n", "\n  "));
+    }
+    String url = openableUrl(report);
+    return id + " " + report.getYarnApplicationState() + (url.isBlank() ? "" : " (" + url + ")")
+        + gangProgress(report.getOriginalTrackingUrl()).map(gang -> "; " + gang).orElse("");
+  }
+
+  /**
+   * The page a user can open: YARN's proxy, or, while the master runs, its own page where the proxy
+   * has no port (an embedded cluster's web server binds port 0, which the ResourceManager then writes
+   * into the URL).
+   */
+  static String openableUrl(ApplicationReport report) {
+    String proxy = Objects.toString(report.getTrackingUrl(), "");
+    if (!proxy.matches("https?://[^/]*:0/.*")) {
+      return proxy;
+    }
+    String own = Objects.toString(report.getOriginalTrackingUrl(), "");
+    // "N/A" until the master registers; gone with it once the application is over
+    return own.startsWith("http") && !FINAL.contains(report.getYarnApplicationState()) ? own : "";
   }
 
   /** The gang's state from the master's {@code status.json}; empty while the page cannot be read. */

@@ -130,7 +130,8 @@ public final class TaskExecutor {
     PrintStream out = System.out;
     PrintStream err = System.err;
     AtomicReference<HeartbeatResponse.Action> endedBy = new AtomicReference<>();
-    log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type), attempt);
+    log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type),
+        attempt + 1);
     try (TaskProcess process = TaskProcess.start(task.toString(), List.of("/bin/sh", "-c",
         job.commands().get(type)), env, containerDir,
         (stream, line) -> (stream == TaskProcess.Stream.STDOUT ? out : err).println(line), 30, GRACE)) {
@@ -149,7 +150,7 @@ public final class TaskExecutor {
         log.warn("{}: cannot tell the master that the command exited with {}: {}", task, code, e.getStatus());
       }
       if (action == HeartbeatResponse.Action.END) {
-        log.info("{}: ended the command: every tracked task has finished", task);
+        log.info("{}: ended the command: the tasks the job awaits have all finished", task);
         return 0;
       }
       log.info("{}: the command exited with code {}", task, code);

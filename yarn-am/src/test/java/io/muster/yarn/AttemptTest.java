@@ -33,7 +33,7 @@ class AttemptTest {
     attempt.containerCompleted("c2", ContainerExitStatus.PREEMPTED, "preempted by the scheduler");
     assertEquals(new EndOfJob.Failed(new TaskId("worker", 1), ContainerExitStatus.PREEMPTED), attempt.verdict());
     assertEquals(Optional.of("YARN took the container away"), attempt.lostToCluster());
-    assertEquals("worker 1 on h2 (container c2) exited with code -102; the last 1 lines of its stderr:\n"
+    assertEquals("worker 1 on h2 (container c2) exited with code -102; the last line of its stderr:\n"
         + "  the container ended (YARN exit status -102): preempted by the scheduler", attempt.failureReport());
   }
 

@@ -167,8 +167,13 @@ class YarnJobsTest {
       List<Map<String, Object>> tasks = (List<Map<String, Object>>) status[0].get("tasks");
       return tasks.size() == 2 && tasks.stream().allMatch(t -> "running".equals(t.get("state")));
     });
+    // muster status: the master's own page, since this cluster's proxy has no port
+    assertEquals(id + " RUNNING (" + client.report(id).getOriginalTrackingUrl() + "); attempt 1: 1 chief running; "
+        + "1 worker running", client.describe(id));
     Files.createFile(release);
     assertEquals(FinalApplicationStatus.SUCCEEDED, followed.get().getFinalApplicationStatus(), progress.toString());
+    assertTrue(client.describe(id).startsWith(id + " SUCCEEDED: succeeded on attempt 1"), client.describe(id));
+    assertTrue(progress.stream().noneMatch(line -> line.contains(":0/")), "no URL with port 0: " + progress);
 
     assertEquals("running", status[0].get("state"));
     assertEquals(Map.of(), status[0].get("lost_nodes"));
@@ -445,7 +450,7 @@ class YarnJobsTest {
 
     String diagnostics = report.getDiagnostics();
     String failure = "worker 1 on \\S+ \\(container \\S+\\) exited with code " + code
-        + "; the last 1 lines of its stderr:\n  boom from worker 1";
+        + "; the last line of its stderr:\n  boom from worker 1";
     if (reruns) {
       assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
       assertTrue(diagnostics.matches("succeeded on attempt 2 of 2; earlier attempts failed:\nattempt 1 of 2 failed: "
@@ -475,7 +480,8 @@ class YarnJobsTest {
     String diagnostics = report.getDiagnostics();
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
     assertTrue(diagnostics.matches("succeeded on attempt 2 of 2; earlier attempts failed:\nattempt 1 of 2 failed: "
-        + "worker 1 on \\S+ \\(container \\S+\\) exited with code 137; it wrote nothing to stderr"), diagnostics);
+        + "worker 1 on \\S+ \\(container \\S+\\) exited with code 137 \\(killed by signal 9\\); it wrote nothing to "
+        + "stderr"), diagnostics);
   }
 
   /**
@@ -509,7 +515,7 @@ class YarnJobsTest {
       java.util.regex.Matcher m = java.util.regex.Pattern.compile("succeeded on attempt 2 \\(1 of 1 that count\\); "
           + "earlier attempts failed:\nattempt 1 of 1 failed: worker 1 on (\\S+) \\(container \\S+\\) went silent: no word "
           + "from its executor for (\\d+) s; its NodeManager at \\1:\\d+: answers; after it, worker 0 on \\1 \\(container "
-          + "\\S+\\) exited with code 1; the last 1 lines of its stderr:\n  lost my peer \\(an executor went silent; this "
+          + "\\S+\\) exited with code 1; the last line of its stderr:\n  lost my peer \\(an executor went silent; this "
           + "attempt does not count\\)").matcher(diagnostics);
       assertTrue(m.matches(), diagnostics);
       assertTrue(Integer.parseInt(m.group(2)) >= 3, "worker 1 was silent when worker 0 failed: " + diagnostics);
@@ -557,7 +563,7 @@ class YarnJobsTest {
 
     assertEquals(FinalApplicationStatus.FAILED, report.getFinalApplicationStatus());
     String diagnostics = report.getDiagnostics();
-    assertTrue(diagnostics.startsWith("attempt 1 of 3: the gang was not formed within the gang timeout of PT5S: "
+    assertTrue(diagnostics.startsWith("attempt 1 of 3: the gang was not formed within the gang timeout of 5 s: "
         + "worker 2/3 allocated, "), diagnostics);
     assertTrue(diagnostics.contains("missing: ") && diagnostics.endsWith("worker 2 (no container)"), diagnostics);
     assertFalse(diagnostics.contains("attempt 2"), "a gang that does not fit is not tried again: " + diagnostics);

@@ -12,6 +12,7 @@ import io.grpc.stub.StreamObserver;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.internal.Durations;
 import io.muster.proto.coordination.*;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.PeerUnavailableException;
@@ -192,7 +193,7 @@ public final class CoordinationAgent implements AutoCloseable {
             : leaderUnreachable(e);
         if (now >= deadline) {
           throw new DeadlineExceededException(task + " could not register with the coordination service within "
-              + options.joinTimeout() + ": " + why, options.joinTimeout());
+              + Durations.words(options.joinTimeout()) + ": " + why, options.joinTimeout());
         }
         if (now >= nextLog) {
           log.warn("{} still waiting for {}", task, why);
@@ -230,7 +231,7 @@ public final class CoordinationAgent implements AutoCloseable {
         }
         String missing = describeMissing();
         if (System.nanoTime() >= deadline) {
-          throw new DeadlineExceededException(task + " timed out after " + options.joinTimeout()
+          throw new DeadlineExceededException(task + " timed out after " + Durations.words(options.joinTimeout())
               + " waiting for all tasks to join the coordination service; " + missing, options.joinTimeout());
         }
         log.warn("{} still waiting for tasks to join; {}", task, missing);

@@ -73,7 +73,7 @@ class CoordinationServiceTest {
       String message = failure.getCause().getMessage();
       String w3 = cluster.cluster().taskAddress(W3);
       assertTrue(message.contains("1 of 4 tasks missing: worker 3 at " + w3 + ": connection refused"), message);
-      assertTrue(message.contains("timed out after PT3S waiting for all tasks"), message);
+      assertTrue(message.contains("timed out after 3 s waiting for all tasks"), message);
     }
   }
 
@@ -322,7 +322,7 @@ class CoordinationServiceTest {
     try (LocalCluster cluster = LocalCluster.workers(2, FAST.withJoinTimeout(Duration.ofSeconds(2)))) {
       cluster.stop(W0);
       DeadlineExceededException e = assertThrows(DeadlineExceededException.class, () -> cluster.worker(1).join());
-      assertTrue(e.getMessage().contains("could not register with the coordination service within PT2S: "
+      assertTrue(e.getMessage().contains("could not register with the coordination service within 2 s: "
           + "coordination leader worker 0 at " + cluster.cluster().taskAddress(W0) + ": connection refused"), e.getMessage());
     }
   }
