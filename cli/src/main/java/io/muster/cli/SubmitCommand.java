@@ -238,7 +238,7 @@ final class SubmitCommand {
 
   private static ApplicationId applicationId(List<String> args, String command) {
     if (args.size() != 1) {
-      throw new UsageException("muster " + command + " takes one application id, e.g. application_1700000000000_0001");
+      throw new UsageException("give one application id, e.g. muster " + command + " application_1700000000000_0001");
     }
     try {
       return ApplicationId.fromString(args.get(0));

@@ -210,6 +210,8 @@ class SubmitCommandTest {
       assertTrue(said.startsWith("muster " + argv.get(0) + ": no YARN cluster is configured: "), said);
       assertTrue(Duration.ofNanos(System.nanoTime() - start).toSeconds() < 20, "at once, not after YARN's retries");
     }
+    assertEquals("muster kill: give one application id, e.g. muster kill application_1700000000000_0001",
+        usageError(List.of("kill")));
     assertEquals("muster status: 'x' is not an application id (application_<cluster>_<n>)",
         usageError(List.of("status", "x")), "a usage error comes before the missing cluster");
     assertEquals("no YARN cluster is configured: HADOOP_CONF_DIR=" + dir + " has no yarn-site.xml naming a "

@@ -65,7 +65,8 @@ public final class SparkRun {
     }
     int dashes = Arrays.asList(args).indexOf("--");
     if (dashes < 0 || dashes == args.length - 1) {
-      err.println("muster spark-run: a command is needed after '--'; " + USAGE);
+      err.println("muster spark-run: give the command after '--', e.g. muster spark-run --workers 2 -- python3 "
+          + "train.py (muster spark-run --help)");
       return 2;
     }
     Map<String, String> options;

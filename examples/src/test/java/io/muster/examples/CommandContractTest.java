@@ -58,6 +58,12 @@ class CommandContractTest {
         Arguments.of("spark-run", SPARK_RUN, new String[] {"--data", "/nonexistent/rows.parquet", "--", "true"},
             "muster spark-run: --data must name a readable CSV or Parquet file, was '/nonexistent/rows.parquet' "
                 + "(no such file)"),
+        Arguments.of("spark-run", SPARK_RUN, new String[] {"--workers", "2"},
+            "muster spark-run: give the command after '--', e.g. muster spark-run --workers 2 -- python3 train.py "
+                + "(muster spark-run --help)"),
+        Arguments.of("spark-run", SPARK_RUN, new String[] {"--workers", "2", "--"},
+            "muster spark-run: give the command after '--', e.g. muster spark-run --workers 2 -- python3 train.py "
+                + "(muster spark-run --help)"),
         Arguments.of("spark-run", SPARK_RUN, new String[] {"--rerun", "always", "--", "true"},
             "muster spark-run: --rerun must be one of cluster-failures, any-failure, was 'always'"),
         Arguments.of("example", EXAMPLE, new String[] {"softmax", "--workers", "0"},
