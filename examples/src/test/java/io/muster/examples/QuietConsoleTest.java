@@ -85,7 +85,7 @@ class QuietConsoleTest {
     assertEquals(0, run.code(), err);
     List<String> notEpochs = run.err().stream().filter(l -> !l.matches(TIME + "INFO  epoch \\d/3: .*")).toList();
     assertEquals(List.of("WARN  attempt 1 of 2 failed: worker 1: RetryableException: --crash-once-at-epoch 2: worker 1 "
-        + "crashes in epoch 2 of the first run, as asked; re-running the gang"),
+        + "crashes in epoch 2 of the first run, as asked; re-running the gang", "INFO  succeeded on attempt 2 of 2"),
         notEpochs.stream().map(l -> l.replaceFirst(TIME, "")).toList(), err);
     assertEquals(3, run.err().size() - notEpochs.size(), "epochs 1, 2 (again after the crash, it resumes at 2) and 3: " + err);
     assertEquals("the gang ran 2 times; the last run resumed from the backup at epoch 2", run.out().get(0));

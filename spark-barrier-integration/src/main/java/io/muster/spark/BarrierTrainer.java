@@ -209,7 +209,11 @@ public final class BarrierTrainer {
   private <R> R withRetries(String notRerun, IntFunction<R> run) {
     for (int attempt = 0; ; attempt++) {
       try {
-        return run.apply(attempt);
+        R result = run.apply(attempt);
+        if (attempt > 0) {
+          log.info("succeeded on attempt {} of {}", attempt + 1, maxAttempts);
+        }
+        return result;
       } catch (GangStartWatch.SlotsNotFreeException e) { // a re-run would wait for them again
         throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts + ": "
             + e.getMessage(), e);

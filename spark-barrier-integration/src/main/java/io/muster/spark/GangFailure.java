@@ -56,7 +56,10 @@ final class GangFailure {
           member = partition < gang.size() ? gang.task(partition).toString() : null;
         }
       }
-      String said = type.equals(UsersFailureException.class.getSimpleName()) ? text : type + ": " + text;
+      // a user's failure, or a story a task told in its member's name (a command's exit), needs no type
+      boolean story = type.equals(UsersFailureException.class.getSimpleName())
+          || member != null && text.startsWith(member + ": ");
+      String said = story ? text : type + ": " + text;
       if (member != null && !said.startsWith(member + ":") && !said.startsWith(member + " ")) {
         said = member + ": " + said;
       }

@@ -27,6 +27,13 @@ class GangFailureTest {
   }
 
   @Test
+  void aCommandKilledByASignalIsToldAsItsTaskToldIt() {
+    assertEquals("worker 1: `sh -c x` exited with code 137 (killed by signal 9); it wrote nothing to stderr",
+        describe(1, "java.lang.IllegalStateException: worker 1: `sh -c x` exited with code 137 (killed by signal 9); "
+            + "it wrote nothing to stderr", GangSpec.workers(2)));
+  }
+
+  @Test
   void thePeerThatWasAbortedPointsAtTheMemberThatFailedFirst() {
     assertEquals("worker 1: RetryableException: --crash-once-at-epoch 3: worker 1 crashes in epoch 3 of the first "
         + "run, as asked", describe(3, "io.muster.collective.CollectiveException: Collective ops is aborted by: "
