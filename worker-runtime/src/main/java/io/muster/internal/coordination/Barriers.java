@@ -4,10 +4,11 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.TaskId;
 import java.time.Duration;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.SortedSet;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -108,10 +109,13 @@ final class Barriers {
         + describe.apply(source), id, counter));
   }
 
-  /** The tasks that have arrived at the undecided use of barrier {@code id}; empty when it is decided or unknown. */
-  Set<TaskId> waitingAt(String id) {
-    Barrier barrier = byId.get(id);
-    return barrier == null || barrier.done() ? Set.of() : Set.copyOf(barrier.arrived);
+  /** {@code barrier c: worker 0, worker 2} for each undecided barrier someone waits at, by id. */
+  List<String> describeWaiting() {
+    return byId.values().stream().filter(b -> !b.done() && !b.arrived.isEmpty())
+        .sorted(Comparator.comparing(b -> b.id))
+        .map(b -> "barrier " + b.id + ": " + b.arrived.stream().sorted().map(TaskId::toString)
+            .collect(Collectors.joining(", ")))
+        .toList();
   }
 
   /** A participant is in error: every undecided barrier it takes part in fails. */

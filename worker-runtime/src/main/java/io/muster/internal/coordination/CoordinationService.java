@@ -580,16 +580,18 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
     }
   }
 
-  // ---- what is waiting (for tests that must know a caller is blocked before they act) ---------
-
-  /** The tasks waiting at the undecided use of barrier {@code id}; empty when none is undecided. */
-  synchronized Set<TaskId> waitingAtBarrier(String id) {
-    return barriers.waitingAt(id);
-  }
-
-  /** How many GetKeyValue calls are blocked until their key is inserted. */
-  synchronized int blockedGets() {
-    return blockedGets.size();
+  /**
+   * Who is blocked here: {@code barrier c: worker 0; 1 GetKeyValue call waiting for its key}; empty
+   * when no one is. Logged when the service closes on callers it then fails, and read by whoever
+   * must know a caller waits before acting on it.
+   */
+  synchronized String waiting() {
+    List<String> parts = new ArrayList<>(barriers.describeWaiting());
+    if (!blockedGets.isEmpty()) {
+      parts.add(blockedGets.size() + " GetKeyValue call" + (blockedGets.size() == 1 ? "" : "s")
+          + " waiting for its key");
+    }
+    return String.join("; ", parts);
   }
 
   // ---- plumbing -------------------------------------------------------------------------------
@@ -603,6 +605,10 @@ public final class CoordinationService extends CoordinationServiceGrpc.Coordinat
         return;
       }
       closed = true;
+      String waiting = waiting();
+      if (!waiting.isEmpty()) {
+        log.info("the coordination service is shutting down; failing those still waiting: {}", waiting);
+      }
       timer.shutdownNow();
       for (Task task : tasks.values()) {
         if (task.poll != null) {

@@ -18,7 +18,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -219,7 +218,7 @@ class CoordinationServiceTest {
       var waiting = CompletableFuture.supplyAsync(() -> assertThrows(CoordinationException.class,
           () -> cluster.worker(0).agent().barrier("c", Duration.ofSeconds(30), List.of())), callers);
       Eventually.within(Duration.ofSeconds(30), "worker 0 waiting at barrier c",
-          () -> serviceOf(cluster).waitingAtBarrier("c").equals(Set.of(W0)));
+          () -> serviceOf(cluster).waiting().equals("barrier c: worker 0"));
       cluster.worker(1).agent().cancelBarrier("c");
       CoordinationException cancelled = waiting.get(30, TimeUnit.SECONDS);
       assertEquals(Status.Code.CANCELLED, cancelled.code());
@@ -246,7 +245,7 @@ class CoordinationServiceTest {
       cluster.joinAll();
       var early = CompletableFuture.runAsync(() -> cluster.worker(1).agent().shutdown(), callers);
       Eventually.within(Duration.ofSeconds(30), "worker 1 waiting at the shutdown barrier",
-          () -> serviceOf(cluster).waitingAtBarrier(CoordinationService.SHUTDOWN_BARRIER).equals(Set.of(W1)));
+          () -> serviceOf(cluster).waiting().equals("barrier " + CoordinationService.SHUTDOWN_BARRIER + ": worker 1"));
       assertTrue(!early.isDone(), "worker 1 must wait at the shutdown barrier");
       cluster.worker(0).agent().shutdown();
       early.get(5, TimeUnit.SECONDS);
@@ -265,7 +264,7 @@ class CoordinationServiceTest {
       CoordinationAgent one = cluster.worker(1).agent();
       var waiting = CompletableFuture.supplyAsync(() -> one.get("/addr//worker/0", Duration.ofSeconds(30)), callers);
       Eventually.within(Duration.ofSeconds(30), "worker 1's get waiting at the service",
-          () -> serviceOf(cluster).blockedGets() == 1);
+          () -> serviceOf(cluster).waiting().equals("1 GetKeyValue call waiting for its key"));
       assertTrue(!waiting.isDone(), "the get waits for the key");
       zero.insert("addr/worker/0", "10.0.0.1:5".getBytes(), false);
       assertEquals("10.0.0.1:5", new String(waiting.get(5, TimeUnit.SECONDS)));
