@@ -106,7 +106,9 @@ public final class TaskExecutor {
       HostPort address = new HostPort(host, reserved.getLocalPort());
       stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
           .register(RegisterRequest.newBuilder().setTask(ref).setAddress(address.toString()).build());
-      log.info("{}: registered at {}; waiting for the gang", task, address);
+      log.info("{}: registered at {}{}; waiting for the gang", task, address, ProcessHandle.current().info()
+          .startInstant().map(start -> " " + Duration.between(start, Instant.now()).toMillis() + " ms after its JVM "
+              + "started").orElse(""));
       addresses = stub.withDeadlineAfter(job.gangTimeout().plus(CALL).toMillis(), TimeUnit.MILLISECONDS)
           .awaitGang(AwaitGangRequest.newBuilder().setTask(ref).build())
           .getAddressesList().stream().map(HostPort::parse).toList();
