@@ -113,7 +113,7 @@ class BarrierTrainerTest {
       if (ctx.task().index() != org.apache.spark.TaskContext.getPartitionId()) {
         throw new AssertionError(ctx.task() + " runs partition " + org.apache.spark.TaskContext.getPartitionId());
       }
-      String bound = ctx.strategy().runtime().server().address().toString();
+      String bound = ctx.strategy().address().toString();
       if (!ctx.strategy().cluster().taskAddress(ctx.task()).equals(bound)) {
         throw new AssertionError(ctx.task() + " bound " + bound + " but the cluster lists "
             + ctx.strategy().cluster().taskAddress(ctx.task()));

@@ -1,7 +1,7 @@
 package io.muster.collective;
 
 import io.muster.cluster.TaskId;
-import io.muster.internal.coordination.CoordinationAgent;
+import io.muster.coordination.KeyValues;
 import io.muster.internal.rpc.BindAddresses;
 import io.muster.rpc.Security;
 import java.io.IOException;
@@ -135,7 +135,7 @@ public final class Collectives implements AutoCloseable {
    * @param timeout how long a collective may wait on a silent stream (no data, no keepalive); also
    *     the set-up deadline
    */
-  public static Collectives create(CollectiveGroup group, String name, String advertisedHost, CoordinationAgent agent,
+  public static Collectives create(CollectiveGroup group, String name, String advertisedHost, KeyValues agent,
       Security security, CommunicationOptions options, Duration timeout) {
     if (options.implementation() == CommunicationOptions.Implementation.NCCL) {
       log.warn("NCCL was asked for, but Muster's NCCL path is not available on this host (no GPU support built); "

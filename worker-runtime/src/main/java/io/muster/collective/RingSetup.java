@@ -2,8 +2,8 @@ package io.muster.collective;
 
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
+import io.muster.coordination.KeyValues;
 import io.muster.internal.Durations;
-import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import io.muster.internal.rpc.TaskServer;
@@ -52,7 +52,7 @@ final class RingSetup {
    * ring of two counts only its own).
    */
   static Ring connect(CollectiveGroup group, String groupName, String advertisedHost, InetSocketAddress bind,
-      CoordinationAgent agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
+      KeyValues agent, Security security, Duration timeout, boolean sharesCores) throws IOException {
     JobToken token = security.token();
     Optional<SSLContext> tls = security.tls().map(TlsContexts::of);
     TaskId self = group.self();
@@ -123,7 +123,7 @@ final class RingSetup {
     }
   }
 
-  private static HostPort address(CoordinationAgent agent, String group, int rank, Duration timeout) {
+  private static HostPort address(KeyValues agent, String group, int rank, Duration timeout) {
     return HostPort.parse(new String(agent.get(key(group, rank), timeout), StandardCharsets.UTF_8));
   }
 

@@ -1,17 +1,15 @@
 package io.muster.coordinator;
 
+import io.grpc.Channel;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
-import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.coordination.CoordinationException;
-import io.muster.internal.coordination.TaskRuntime;
 import io.muster.coordination.TaskState;
 import io.muster.coordination.TaskStatus;
 import io.muster.ps.ParameterServerUnavailableException;
 import io.muster.ps.ParameterServers;
-import io.muster.internal.rpc.ChannelCache;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -21,6 +19,8 @@ import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -90,7 +90,7 @@ public final class ClusterCoordinator implements AutoCloseable {
   }
 
   private final ClusterSpec cluster;
-  private final CoordinationAgent agent;
+  private final Supplier<List<TaskStatus>> taskStates;
   private final Functions functions;
   private final Options options;
   private final Duration heartbeatTimeout;
@@ -113,19 +113,21 @@ public final class ClusterCoordinator implements AutoCloseable {
    * coordination service's account of every task. {@link io.muster.strategy.ParameterServerStrategy} does this, and
    * passes the task's coordination errors to {@link #coordinationError}.
    *
-   * @param channels the channels to the workers (the caller's, closed by the caller)
+   * @param taskStates the coordination service's account of every task (the chief's agent gives it)
+   * @param channels a channel to a worker by its address (the caller's, closed by the caller)
    * @param heartbeatTimeout the coordination service's, which bounds how long a lost ps goes unnoticed
    */
-  public static ClusterCoordinator start(TaskRuntime runtime, ChannelCache channels, Functions functions,
-      ParameterServers variables, Options options, Duration heartbeatTimeout) {
-    return new ClusterCoordinator(runtime.cluster(), runtime.agent(), channels, functions, variables, options,
-        heartbeatTimeout);
+  public static ClusterCoordinator start(ClusterSpec cluster, Supplier<List<TaskStatus>> taskStates,
+      Function<HostPort, Channel> channels, Functions functions, ParameterServers variables, Options options,
+      Duration heartbeatTimeout) {
+    return new ClusterCoordinator(cluster, taskStates, channels, functions, variables, options, heartbeatTimeout);
   }
 
-  private ClusterCoordinator(ClusterSpec cluster, CoordinationAgent agent, ChannelCache channels, Functions functions,
-      ParameterServers variables, Options options, Duration heartbeatTimeout) {
+  private ClusterCoordinator(ClusterSpec cluster, Supplier<List<TaskStatus>> taskStates,
+      Function<HostPort, Channel> channels, Functions functions, ParameterServers variables, Options options,
+      Duration heartbeatTimeout) {
     this.cluster = cluster;
-    this.agent = agent;
+    this.taskStates = taskStates;
     this.functions = functions;
     this.options = options;
     this.heartbeatTimeout = heartbeatTimeout;
@@ -140,7 +142,7 @@ public final class ClusterCoordinator implements AutoCloseable {
       TaskId task = workerTasks.get(i);
       HostPort address = HostPort.parse(cluster.taskAddress(task));
       long incarnation = Optional.ofNullable(states.get(task)).map(TaskStatus::incarnation).orElse(0L);
-      RemoteWorker worker = new RemoteWorker(i, task, address, channels.get(address), this, queue, incarnation);
+      RemoteWorker worker = new RemoteWorker(i, task, address, channels.apply(address), this, queue, incarnation);
       workers.add(worker);
       Thread thread = new Thread(worker, "muster-coordinator-" + task.job() + "-" + task.index());
       thread.setDaemon(true);
@@ -375,7 +377,7 @@ public final class ClusterCoordinator implements AutoCloseable {
   }
 
   private void pollStates() {
-    for (TaskStatus status : agent.taskStates()) {
+    for (TaskStatus status : taskStates.get()) {
       states.put(status.task(), status);
     }
   }

@@ -1,18 +1,18 @@
 package io.muster.ps;
 
 import com.google.protobuf.InvalidProtocolBufferException;
+import io.grpc.Channel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
+import io.muster.coordination.KeyValues;
 import io.muster.internal.Durations;
-import io.muster.internal.coordination.CoordinationAgent;
 import io.muster.proto.ps.CreateVariableRequest;
 import io.muster.proto.ps.ParameterServerGrpc;
 import io.muster.proto.ps.VariableSpec;
-import io.muster.internal.rpc.ChannelCache;
 import io.muster.rpc.DeadlineExceededException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import java.util.stream.LongStream;
 
 /**
@@ -36,17 +37,19 @@ public final class ParameterServers {
   static final String KEY_PREFIX = "muster/ps/variables/";
 
   private final ClusterSpec cluster;
-  private final ChannelCache channels;
-  private final CoordinationAgent agent;
+  private final Function<HostPort, Channel> channels;
+  private final KeyValues agent;
   private final Duration timeout;
   private final int numPs;
   private final AtomicInteger placed = new AtomicInteger();
   private final Map<String, Variable> known = new ConcurrentHashMap<>();
 
   /**
+   * @param channels a channel to a ps task by its address (the caller's, closed by the caller)
+   * @param agent where the chief publishes each variable's placement and the workers find it
    * @param timeout the deadline of each call to a ps (a read or an update of one shard)
    */
-  public ParameterServers(ClusterSpec cluster, ChannelCache channels, CoordinationAgent agent, Duration timeout) {
+  public ParameterServers(ClusterSpec cluster, Function<HostPort, Channel> channels, KeyValues agent, Duration timeout) {
     this.cluster = cluster;
     this.channels = channels;
     this.agent = agent;
@@ -167,7 +170,7 @@ public final class ParameterServers {
 
   private void createOn(TaskId ps, String name, long[] shape, Optimizer optimizer) {
     try {
-      ParameterServerGrpc.newBlockingStub(channels.get(address(ps)))
+      ParameterServerGrpc.newBlockingStub(channels.apply(address(ps)))
           .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
           .create(CreateVariableRequest.newBuilder().setName(name).addAllShape(LongStream.of(shape).boxed().toList())
               .setOptimizer(optimizer.toProto()).build());
@@ -182,7 +185,7 @@ public final class ParameterServers {
   }
 
   private ParameterServerGrpc.ParameterServerStub stub(TaskId ps) {
-    return ParameterServerGrpc.newStub(channels.get(address(ps)));
+    return ParameterServerGrpc.newStub(channels.apply(address(ps)));
   }
 
   private HostPort address(TaskId ps) {

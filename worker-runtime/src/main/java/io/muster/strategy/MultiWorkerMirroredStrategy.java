@@ -106,8 +106,9 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     return collectives;
   }
 
-  public TaskRuntime runtime() {
-    return runtime;
+  /** The address this task's server is bound to: its {@code TF_CONFIG} address, with the port it got where that was 0. */
+  public HostPort address() {
+    return runtime.server().address();
   }
 
   /** Makes every replica's variables equal to the chief's (rank 0), packed into one transfer. */

@@ -233,7 +233,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
       // The variables' and the closures' calls only hand results to waiting threads: no pool hop.
       ChannelCache channels = ChannelCache.withDirectCallbacks(sec);
       try {
-        ParameterServers variables = new ParameterServers(cluster, channels, runtime.agent(), psTimeout);
+        ParameterServers variables = new ParameterServers(cluster, channels::get, runtime.agent(), psTimeout);
         if (task.is(TaskType.PS)) {
           runtime.server().addService(new ParameterServerService(task.toString()),
               ParameterServerService.NON_BLOCKING_METHODS);
@@ -244,8 +244,8 @@ public final class ParameterServerStrategy implements AutoCloseable {
         runtime.join();
         ClusterCoordinator coordinator = null;
         if (task.is(TaskType.CHIEF)) {
-          coordinator = ClusterCoordinator.start(runtime, channels, functions, variables, coordinatorOptions,
-              coordination.heartbeatTimeout());
+          coordinator = ClusterCoordinator.start(cluster, runtime.agent()::taskStates, channels::get, functions,
+              variables, coordinatorOptions, coordination.heartbeatTimeout());
           coordinatorRef.set(coordinator);
           if (failure.isDone()) {
             coordinator.coordinationError(failure.join());

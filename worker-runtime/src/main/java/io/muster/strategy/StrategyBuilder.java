@@ -43,7 +43,10 @@ public abstract class StrategyBuilder<B extends StrategyBuilder<B>> {
     return self();
   }
 
-  /** A server the launcher already bound for this task (it keeps ownership). */
+  /**
+   * For launchers: a server the launcher already bound for this task, so that the address it
+   * published is the one served (it keeps ownership). The one place an internal type reaches the API.
+   */
   public B server(TaskServer value) {
     this.server = value;
     return self();

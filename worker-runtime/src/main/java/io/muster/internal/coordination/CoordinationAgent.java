@@ -2,6 +2,7 @@ package io.muster.internal.coordination;
 
 import io.muster.coordination.CoordinationException;
 import io.muster.coordination.CoordinationOptions;
+import io.muster.coordination.KeyValues;
 import io.muster.coordination.TaskState;
 import io.muster.coordination.TaskStatus;
 import com.google.protobuf.ByteString;
@@ -54,7 +55,7 @@ import org.slf4j.LoggerFactory;
  * leader channel, and whichever of them sees the failure first must be the one that reports it;
  * the barrier and key-value calls are short requests on the same channel.
  */
-public final class CoordinationAgent implements AutoCloseable {
+public final class CoordinationAgent implements KeyValues, AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(CoordinationAgent.class);
   private static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
@@ -417,7 +418,7 @@ public final class CoordinationAgent implements AutoCloseable {
 
   // ---- key-value store ------------------------------------------------------------------------
 
-  /** @throws CoordinationException with code ALREADY_EXISTS when the key exists and overwrite is false */
+  @Override
   public void insert(String key, byte[] value, boolean allowOverwrite) {
     try {
       call().insertKeyValue(InsertKeyValueRequest.newBuilder().setAllowOverwrite(allowOverwrite)
@@ -427,11 +428,7 @@ public final class CoordinationAgent implements AutoCloseable {
     }
   }
 
-  /**
-   * The value at a key, waiting for another task to insert it.
-   *
-   * @throws DeadlineExceededException when the key is not inserted within the timeout
-   */
+  @Override
   public byte[] get(String key, Duration timeout) {
     try {
       return call(System.nanoTime() + timeout.toNanos(), timeout)
