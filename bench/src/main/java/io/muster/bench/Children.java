@@ -23,12 +23,24 @@ final class Children {
 
   /** N workers on free 127.0.0.1 ports: a benchmark-only shortcut, as the children need fixed ports up front. */
   static ClusterSpec localWorkers(int n) throws IOException {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      try (ServerSocket free = new ServerSocket(0)) {
+    return ClusterSpec.of(Map.of("worker", freeAddresses(n)));
+  }
+
+  /** {@code n} distinct free 127.0.0.1 ports: every socket stays open until all are chosen, so none comes twice. */
+  static List<String> freeAddresses(int n) throws IOException {
+    List<ServerSocket> held = new ArrayList<>();
+    try {
+      List<String> addresses = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        ServerSocket free = new ServerSocket(0);
+        held.add(free);
         addresses.add("127.0.0.1:" + free.getLocalPort());
       }
+      return addresses;
+    } finally {
+      for (ServerSocket socket : held) {
+        socket.close();
+      }
     }
-    return ClusterSpec.of(Map.of("worker", addresses));
   }
 }

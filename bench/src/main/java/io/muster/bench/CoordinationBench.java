@@ -13,7 +13,6 @@ import io.muster.rpc.Security;
 import io.muster.internal.rpc.TaskServer;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -70,14 +69,7 @@ final class CoordinationBench {
   }
 
   private static void joinProcesses(int n) throws Exception {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      // A benchmark-only shortcut: the children need fixed ports up front.
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
-    }
-    ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
+    ClusterSpec cluster = Children.localWorkers(n);
     List<Process> children = new ArrayList<>();
     long start = System.nanoTime();
     try {

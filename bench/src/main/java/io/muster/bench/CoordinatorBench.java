@@ -15,7 +15,6 @@ import io.muster.internal.rpc.ChannelCache;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import io.muster.strategy.ParameterServerStrategy;
-import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -50,9 +49,10 @@ final class CoordinatorBench {
 
   private static void run(int workers, int rounds) throws Exception {
     Map<String, List<String>> jobs = new LinkedHashMap<>();
-    jobs.put("chief", freePorts(1));
-    jobs.put("worker", freePorts(workers));
-    jobs.put("ps", freePorts(1));
+    List<String> free = Children.freeAddresses(2 + workers);
+    jobs.put("chief", free.subList(0, 1));
+    jobs.put("worker", free.subList(1, 1 + workers));
+    jobs.put("ps", free.subList(1 + workers, 2 + workers));
     ClusterSpec cluster = ClusterSpec.of(jobs);
     List<Process> children = new ArrayList<>();
     try {
@@ -134,16 +134,5 @@ final class CoordinatorBench {
     line.put("closures", closures);
     line.put("per_s", Math.round(perSecond));
     System.out.println(Json.write(line));
-  }
-
-  private static List<String> freePorts(int n) throws java.io.IOException {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      // A benchmark-only shortcut, as in the other benchmarks: the children need fixed ports up front.
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
-    }
-    return addresses;
   }
 }

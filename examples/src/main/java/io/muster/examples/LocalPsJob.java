@@ -8,7 +8,6 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -52,10 +51,11 @@ final class LocalPsJob {
   /** Runs the example; returns the chief's exit code. A late task with a null delay is never started. */
   static int run(String example, int workers, int ps, List<String> args, Late late, PrintStream out)
       throws Exception {
+    List<String> free = LocalTraining.freeAddresses(1 + workers + ps);
     Map<String, List<String>> jobs = new LinkedHashMap<>();
-    jobs.put("chief", freePorts(1));
-    jobs.put("worker", freePorts(workers));
-    jobs.put("ps", freePorts(ps));
+    jobs.put("chief", free.subList(0, 1));
+    jobs.put("worker", free.subList(1, 1 + workers));
+    jobs.put("ps", free.subList(1 + workers, free.size()));
     LocalPsJob job = new LocalPsJob(ClusterSpec.of(jobs), example, args, out);
     return job.run(late);
   }
@@ -162,14 +162,4 @@ final class LocalPsJob {
     }
   }
 
-  private static List<String> freePorts(int n) throws IOException {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      // Local runs only: the tasks are separate JVMs that need their ports before they start.
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
-    }
-    return addresses;
-  }
 }

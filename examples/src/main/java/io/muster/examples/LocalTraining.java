@@ -92,14 +92,29 @@ public final class LocalTraining {
 
   /** A cluster of {@code workers} workers on this machine's free ports. */
   static ClusterSpec cluster(int workers) throws IOException {
-    List<String> addresses = new ArrayList<>();
-    for (int i = 0; i < workers; i++) {
-      // Local runs only: the workers are separate JVMs that need their ports before they start.
-      try (ServerSocket free = new ServerSocket(0)) {
+    return ClusterSpec.of(Map.of("worker", freeAddresses(workers)));
+  }
+
+  /**
+   * {@code n} distinct free ports on 127.0.0.1. Local runs only: the tasks are separate JVMs that
+   * need their addresses before they start, so a port is free when chosen, not reserved. Every
+   * socket stays open until all are chosen, or the system could hand out one port twice.
+   */
+  static List<String> freeAddresses(int n) throws IOException {
+    List<ServerSocket> held = new ArrayList<>();
+    try {
+      List<String> addresses = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        ServerSocket free = new ServerSocket(0);
+        held.add(free);
         addresses.add("127.0.0.1:" + free.getLocalPort());
       }
+      return addresses;
+    } finally {
+      for (ServerSocket socket : held) {
+        socket.close();
+      }
     }
-    return ClusterSpec.of(Map.of("worker", addresses));
   }
 
   /**

@@ -33,11 +33,15 @@ class KilledWorkerTest {
 
   @Test
   void survivorsOfAKilledWorkerExitBeforeTheHeartbeatTimeoutNamingIt() throws Exception {
+    // three distinct ports: each socket stays open until all are chosen, or one could come twice
+    List<ServerSocket> held = new ArrayList<>();
     List<String> addresses = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
-      try (ServerSocket free = new ServerSocket(0)) {
-        addresses.add("127.0.0.1:" + free.getLocalPort());
-      }
+      held.add(new ServerSocket(0));
+      addresses.add("127.0.0.1:" + held.get(i).getLocalPort());
+    }
+    for (ServerSocket socket : held) {
+      socket.close();
     }
     ClusterSpec cluster = ClusterSpec.of(Map.of("worker", addresses));
     List<ChildJvm> workers = new ArrayList<>();
