@@ -1,5 +1,7 @@
 package io.muster.checkpoint;
 
+import io.muster.strategy.PreemptedException;
+import io.muster.strategy.Preemption;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.util.LinkedHashMap;
@@ -25,7 +27,9 @@ import org.slf4j.LoggerFactory;
  * backup is made every N steps (counted across epochs) and training resumes at the step after the
  * backed-up one (the next epoch's first step when it was an epoch's last). When training ends
  * successfully the chief deletes the backup. {@link #close()} ends the threads its backups write
- * through.
+ * through. Given the strategy's {@link Preemption} ({@link #saveOnPreemption}), it also backs up at
+ * the step the gang agreed to save at when the cluster announced it would take a container, and the
+ * next run resumes at the step after it.
  */
 public final class BackupAndRestore implements AutoCloseable {
 
@@ -44,6 +48,8 @@ public final class BackupAndRestore implements AutoCloseable {
   private final int saveEverySteps;
   private final CheckpointManager writer;
   private int stepsSinceBackup;
+  private long stepsThisRun;
+  private Preemption preemption;
 
   /**
    * @param saveEverySteps {@link #EVERY_EPOCH}, or a step count from {@link #everySteps(int)}
@@ -119,14 +125,39 @@ public final class BackupAndRestore implements AutoCloseable {
     return Optional.of(point);
   }
 
-  /** After each completed step: backs up when {@code saveEverySteps} steps have passed since the last backup. */
+  /**
+   * Saves at the step the gang agrees on when the cluster announces a preemption, then ends the
+   * step with {@link PreemptedException}; {@link #onStepEnd} must then run after every step.
+   */
+  public BackupAndRestore saveOnPreemption(Preemption notice) {
+    this.preemption = notice;
+    return this;
+  }
+
+  /**
+   * After each completed step ({@code epoch} and {@code step} from 0): backs up when
+   * {@code saveEverySteps} steps have passed since the last backup, and at the step the gang agreed on
+   * for a preemption, after which it throws.
+   *
+   * @throws PreemptedException after the backup made for a preemption: the task should leave now
+   */
   public void onStepEnd(int epoch, int step, Supplier<Map<String, Tensor>> variables) throws IOException {
-    if (saveEverySteps == EVERY_EPOCH) {
-      return;
-    }
-    if (++stepsSinceBackup >= saveEverySteps) {
+    stepsThisRun++;
+    boolean backedUp = false;
+    if (saveEverySteps != EVERY_EPOCH && ++stepsSinceBackup >= saveEverySteps) {
       stepsSinceBackup = 0;
       backup(epoch, step, variables.get());
+      backedUp = true;
+    }
+    if (preemption != null && preemption.saveAfter(stepsThisRun)) {
+      if (!backedUp) {
+        backup(epoch, step, variables.get());
+      }
+      String since = preemption.nanosSinceNotice().isPresent()
+          ? ", " + preemption.nanosSinceNotice().getAsLong() / 1_000_000 + " ms after the notice" : "";
+      log.info("backed up after step {} of epoch {} for preemption{}", step + 1, epoch + 1, since);
+      throw new PreemptedException("saved after step " + (step + 1) + " of epoch " + (epoch + 1)
+          + " for preemption; run again to resume there");
     }
   }
 

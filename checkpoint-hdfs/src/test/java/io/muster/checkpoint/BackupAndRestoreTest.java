@@ -5,7 +5,16 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.cluster.ClusterSpec;
+import io.muster.cluster.HostPort;
+import io.muster.cluster.TaskId;
+import io.muster.internal.rpc.TaskServer;
+import io.muster.rpc.Security;
+import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.strategy.PreemptedException;
+import io.muster.strategy.Preemption;
 import io.muster.testing.ChildJvm;
+import io.muster.testing.LocalCluster;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -41,6 +50,42 @@ class BackupAndRestoreTest {
     }
     FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     assertFalse(fs.exists(new Path(dir, "chief")), "the backup is deleted after a successful run");
+  }
+
+  /**
+   * With a one-worker strategy's {@link Preemption}: a notice after step 9 makes step 10 the save
+   * step, where the every-5-steps backup also falls; the step is backed up once (ckpt-2, after
+   * ckpt-1 at step 5), the step ends in {@link PreemptedException}, and the next run resumes at step 10 (0-based).
+   */
+  @Test
+  void aPreemptionBacksUpOnceAtTheAgreedStepAndResumesRightAfterIt() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path dir = new Path(tmp.resolve("preempted").toUri());
+    TaskId task = new TaskId("worker", 0);
+    Security security = Security.of(LocalCluster.TOKEN);
+    try (TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), security);
+        MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
+            .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), task)
+            .security(security).server(server).build();
+        BackupAndRestore backup = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
+            BackupAndRestore.everySteps(5)).saveOnPreemption(strategy.preemption())) {
+      float[] w = {0};
+      PreemptedException left = assertThrows(PreemptedException.class, () -> {
+        for (int step = 0; step < 100; step++) {
+          w[0] += 1;
+          if (step == 8) {
+            strategy.preemption().notice("a test's notice");
+          }
+          backup.onStepEnd(0, step, () -> Map.of("w", Tensor.ofFloats(new long[] {1}, w[0])));
+        }
+      });
+      assertEquals("saved after step 10 of epoch 1 for preemption; run again to resume there", left.getMessage());
+    }
+    assertEquals(Optional.of(new Path(new Path(dir, "chief"), "ckpt-2")),
+        CheckpointManager.latestCheckpoint(fs, new Path(dir, "chief")), "backed up at step 5 and once at step 10");
+    BackupAndRestore.ResumePoint point = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
+        BackupAndRestore.everySteps(5)).restore(1, 100, W).orElseThrow();
+    assertEquals(List.of(0, 10, 10f), List.of(point.epoch(), point.step(), point.variables().get("w").floats()[0]));
   }
 
   @Test

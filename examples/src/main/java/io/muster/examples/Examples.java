@@ -8,9 +8,11 @@ import java.util.Map;
 /** {@code ./muster example <name> [args]}. */
 public final class Examples {
   static final String USAGE = "usage: muster example softmax [--workers 4] [--epochs 5] [--global-batch 240] "
-      + "[--learning-rate 0.5] [--seed 7] [--features 20] [--out DIR]\n"
+      + "[--learning-rate 0.5] [--seed 7] [--features 20] [--out DIR [--preempt-after SECONDS]]\n"
       + "  softmax regression on N local worker JVMs, each with its own TF_CONFIG (no Spark); with --out, the\n"
-      + "  chief checkpoints every epoch to DIR/ckpt and a run started again resumes from DIR/backup\n"
+      + "  chief checkpoints every epoch to DIR/ckpt and a run started again resumes from DIR/backup;\n"
+      + "  --preempt-after sends the last worker SIGTERM that long after the first epoch: every worker saves\n"
+      + "  after one agreed step and exits 42\n"
       + "       muster example EXAMPLE   (a chief, workers and ps tasks, each a local JVM with its own TF_CONFIG)\n"
       + psUsage()
       + "       muster example late-task [--missing]\n"
@@ -53,7 +55,7 @@ public final class Examples {
       err.println("muster example softmax: " + e.getMessage());
       return 2;
     }
-    return LocalTraining.run(settings.workers(), settings.trainingArgs(), out).exitCode();
+    return LocalTraining.run(settings.workers(), settings.trainingArgs(), settings.preemptAfter(), out).exitCode();
   }
 
   private static int runPsExample(String name, String[] args, PrintStream out, PrintStream err) throws Exception {

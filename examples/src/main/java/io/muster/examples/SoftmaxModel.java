@@ -87,13 +87,16 @@ final class SoftmaxModel {
   /**
    * One synchronous epoch of SGD over this replica's shard, shuffled with {@code random}: each
    * step's gradient (and loss) is averaged over the replicas before the update, so every replica
-   * makes the same update. Returns the epoch's mean loss and where its time went.
+   * makes the same update. Returns the mean loss of the steps it ran and where their time went.
    *
    * @param epoch the epoch's number from 1, to name it when the loss becomes NaN or infinite
+   * @param firstStep the step to start at (from 0): an epoch resumed where a preempted run saved; the
+   *     order is the same shuffle, so the epoch goes on exactly as it would have
+   * @param afterStep called after each step's update with the step (from 0), to back up
    * @throws IllegalStateException at the step whose loss is NaN or infinite, on every replica
    */
-  Epoch trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int epoch, int steps,
-      int localBatch, float learningRate) {
+  Epoch trainEpoch(MultiWorkerMirroredStrategy strategy, SyntheticBlobs shard, Random random, int epoch, int firstStep,
+      int steps, int localBatch, float learningRate, StepEnd afterStep) throws Exception {
     long start = System.nanoTime();
     long allReduce = 0;
     int[] order = new int[shard.rows()];
@@ -110,7 +113,7 @@ final class SoftmaxModel {
     float[] gradB = new float[bias.length];
     float[] loss = new float[1];
     double total = 0;
-    for (int step = 0; step < steps; step++) {
+    for (int step = firstStep; step < steps; step++) {
       loss[0] = gradient(shard, order, step * localBatch, (step + 1) * localBatch, gradW, gradB);
       long reduceStart = System.nanoTime();
       strategy.allReduce(List.of(gradW, gradB, loss));
@@ -125,9 +128,19 @@ final class SoftmaxModel {
         bias[i] -= learningRate * gradB[i];
       }
       total += loss[0];
+      afterStep.accept(step);
     }
-    return new Epoch(total / steps, (long) steps * localBatch * strategy.numReplicasInSync(), System.nanoTime() - start,
+    int ran = steps - firstStep;
+    return new Epoch(total / ran, (long) ran * localBatch * strategy.numReplicasInSync(), System.nanoTime() - start,
         allReduce);
+  }
+
+  /** What a training loop does after each step, given the step's number from 0. */
+  @FunctionalInterface
+  interface StepEnd {
+    StepEnd NONE = step -> {};
+
+    void accept(int step) throws Exception;
   }
 
   /** An epoch's mean loss, the examples it trained on over all replicas, its time and the part spent in all-reduce. */

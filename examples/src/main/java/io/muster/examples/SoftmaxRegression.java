@@ -6,6 +6,7 @@ import io.muster.checkpoint.Tensor;
 import io.muster.checkpoint.WritePolicy;
 import io.muster.internal.Json;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.strategy.PreemptedException;
 import java.nio.ByteBuffer;
 import java.security.MessageDigest;
 import java.util.HexFormat;
@@ -59,10 +60,18 @@ public final class SoftmaxRegression {
     }
   }
 
-  /** Trains; a failure (a peer lost, the loss diverged) is one line on stderr and exit 1, its stack trace at debug. */
+  /**
+   * Trains; a failure (a peer lost, the loss diverged) is one line on stderr and exit 1, its stack
+   * trace at debug. With {@code --out}, SIGTERM is a preemption notice: the gang backs up at a step
+   * every worker agrees on and each worker exits with {@link PreemptedException#EXIT_CODE}, saying
+   * where it saved; the same command run again resumes there.
+   */
   public static void main(String[] args) {
     try {
       train(args);
+    } catch (PreemptedException e) {
+      System.err.println("preempted: " + e.getMessage());
+      System.exit(PreemptedException.EXIT_CODE);
     } catch (Exception e) {
       log.debug("training failed", e);
       System.err.println("failed: " + Args.failure(e));
@@ -78,7 +87,11 @@ public final class SoftmaxRegression {
     long seed = settings.seed();
     int features = settings.features();
 
-    try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().build()) {
+    MultiWorkerMirroredStrategy.Builder builder = MultiWorkerMirroredStrategy.builder();
+    if (settings.out().isPresent()) {
+      builder.preemptionSignal("TERM"); // a notice to save at, where there is somewhere to save
+    }
+    try (MultiWorkerMirroredStrategy strategy = builder.build()) {
       int workers = strategy.numReplicasInSync();
       if (globalBatch % workers != 0) {
         throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of the number of "
@@ -96,11 +109,14 @@ public final class SoftmaxRegression {
         model.weights[i] = (float) (init.nextGaussian() * 0.01);
       }
       try (Saves saves = Saves.open(settings.out(), strategy)) {
-        int firstEpoch = saves.restore(model, epochs, steps);
+        Resume start = saves.restore(model, epochs, steps);
         strategy.broadcastFromChief(model.variables());
-        for (int epoch = firstEpoch; epoch < epochs; epoch++) {
+        for (int epoch = start.epoch(); epoch < epochs; epoch++) {
+          int current = epoch;
           SoftmaxModel.Epoch trained = model.trainEpoch(strategy, train,
-              new Random(seed + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch, learningRate);
+              new Random(seed + 31L * epoch + strategy.inputPipelineId()), epoch + 1,
+              epoch == start.epoch() ? start.step() : 0, steps, localBatch, learningRate,
+              step -> saves.onStepEnd(model, current, step));
           saves.onEpochEnd(model, epoch);
           if (strategy.isChief()) {
             log.info("epoch {}: loss {} held-out accuracy {} ({})", epoch + 1, String.format("%.4f", trained.loss()),
@@ -123,6 +139,9 @@ public final class SoftmaxRegression {
    * The checkpoints and backups of {@code --out}; without it ({@link #NONE}) every step is a no-op.
    * Both managers are there, or neither.
    */
+  /** The epoch and step (from 0) training starts at. */
+  private record Resume(int epoch, int step) {}
+
   private record Saves(CheckpointManager checkpoints, BackupAndRestore backup) implements AutoCloseable {
     static final Saves NONE = new Saves(null, null);
 
@@ -133,7 +152,7 @@ public final class SoftmaxRegression {
       FileSystem fs = out.get().getFileSystem(new Configuration());
       WritePolicy policy = WritePolicy.of(strategy.cluster(), strategy.taskId());
       BackupAndRestore backup = new BackupAndRestore(fs, new Path(out.get(), "backup"), policy,
-          BackupAndRestore.EVERY_EPOCH);
+          BackupAndRestore.EVERY_EPOCH).saveOnPreemption(strategy.preemption());
       try {
         return new Saves(new CheckpointManager(fs, new Path(out.get(), "ckpt"), policy,
             CheckpointManager.Options.DEFAULTS), backup);
@@ -143,17 +162,28 @@ public final class SoftmaxRegression {
       }
     }
 
-    /** The epoch to start at: 0, or the one a backup was made before; the backup's variables go into {@code model}. */
-    int restore(SoftmaxModel model, int epochs, int steps) throws Exception {
+    /**
+     * Where to start: the beginning, or just after the backup (an epoch's end, or the step a
+     * preempted run saved at); the backup's variables go into {@code model}.
+     */
+    Resume restore(SoftmaxModel model, int epochs, int steps) throws Exception {
       var resume = this == NONE ? Optional.<BackupAndRestore.ResumePoint>empty()
           : backup.restore(epochs, steps, SoftmaxModel.variablesLike(model.features, model.classes));
       if (resume.isEmpty()) {
-        return 0;
+        return new Resume(0, 0);
       }
       System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
       System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
-      log.info("resumed from the backup: {} epochs done", resume.get().epoch());
-      return resume.get().epoch();
+      log.info("resumed from the backup: {} epochs done, and {} steps of the next", resume.get().epoch(),
+          resume.get().step());
+      return new Resume(resume.get().epoch(), resume.get().step());
+    }
+
+    /** After each step: the backup is made here when the gang agreed to save at this step for a preemption. */
+    void onStepEnd(SoftmaxModel model, int epoch, int step) throws Exception {
+      if (this != NONE) {
+        backup.onStepEnd(epoch, step, model::tensors);
+      }
     }
 
     /** Saves epoch {@code epoch}'s checkpoint ({@code ckpt-<epoch + 1>}), then its backup. */

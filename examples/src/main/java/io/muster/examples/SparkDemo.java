@@ -271,8 +271,8 @@ public final class SparkDemo {
           }
         }
         SoftmaxModel.Epoch trained = model.trainEpoch(strategy, shard,
-            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1, steps, localBatch,
-            options.learningRate());
+            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1, 0, steps, localBatch,
+            options.learningRate(), SoftmaxModel.StepEnd.NONE);
         double accuracy = model.accuracy(test);
         Map<String, Tensor> variables = model.tensors();
         Map<String, Tensor> checkpoint = new java.util.HashMap<>(variables);

@@ -70,6 +70,10 @@ class CommandContractTest {
             "muster example softmax: --workers must be a positive integer, was '0'"),
         Arguments.of("example", EXAMPLE, new String[] {"softmax", "--learning-rate", "Infinity"},
             "muster example softmax: --learning-rate must be a finite number > 0, was 'Infinity'"),
+        Arguments.of("example", EXAMPLE, new String[] {"softmax", "--preempt-after", "3"},
+            "muster example softmax: --preempt-after needs --out: the workers save there when preempted"),
+        Arguments.of("example", EXAMPLE, new String[] {"softmax", "--out", "/tmp/x", "--preempt-after", "0"},
+            "muster example softmax: --preempt-after must be a finite number > 0, was '0'"),
         Arguments.of("example", EXAMPLE, new String[] {"linear"},
             "muster example: unknown example 'linear'; the examples: softmax, share, placement, increment, "
                 + "wait-for-chief, late-task, leave-and-return, train (muster example --help)"));

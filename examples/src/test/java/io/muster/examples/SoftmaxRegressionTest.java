@@ -3,6 +3,7 @@ package io.muster.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.rpc.JobToken;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -11,11 +12,11 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -85,8 +86,9 @@ class SoftmaxRegressionTest {
     List<String> args = List.of("--epochs", "6", "--global-batch", "240", "--out", out.toString());
     List<Process> workers = LocalTraining.start(LocalTraining.cluster(2), List.of("--epochs", "100000",
         "--global-batch", "240", "--out", out.toString()));
+    Output chief = new Output(workers.get(0));
     try {
-      awaitLine(workers.get(0), Pattern.compile("epoch 2: loss"));
+      chief.await(Pattern.compile("epoch 2: loss"));
       workers.get(1).destroyForcibly(); // SIGKILL
       for (Process worker : workers) {
         assertTrue(worker.waitFor(60, TimeUnit.SECONDS), "a worker still runs a minute after worker 1 was killed");
@@ -113,28 +115,105 @@ class SoftmaxRegressionTest {
     }
   }
 
-  /** Reads {@code process}'s output until a line matches; fails at its end, or after three minutes. */
-  private static void awaitLine(Process process, Pattern line) throws Exception {
-    List<String> seen = new CopyOnWriteArrayList<>();
-    // not closed: the worker goes on writing to it until it ends
-    BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-    CompletableFuture<Boolean> found = CompletableFuture.supplyAsync(() -> {
-      try {
-        for (String l = in.readLine(); l != null; l = in.readLine()) {
-          if (line.matcher(l).find()) {
-            return true;
-          }
-          seen.add(l);
-        }
-        return false;
-      } catch (IOException e) {
-        return false;
-      }
-    });
+  /**
+   * A plain {@code TF_CONFIG} run (no launcher) whose worker 1 gets SIGTERM 300 ms into training
+   * ({@code --preempt-after}), as any scheduler sends before it kills: both workers back up after one
+   * agreed step and exit 42 saying where; the run started again resumes after that very step (not
+   * at the epoch's start) and ends with the weights of a run never interrupted.
+   */
+  @Test
+  void aSigtermToOneWorkerSavesTheGangAtOneStepAndTheNextRunResumesRightAfterIt() throws Exception {
+    Path out = tmp.resolve("out");
+    List<String> args = List.of("--epochs", "30", "--global-batch", "240", "--out", out.toString());
+    ByteArrayOutputStream log = new ByteArrayOutputStream();
+    LocalTraining.Result preempted = LocalTraining.run(2, args, Optional.of(Duration.ofMillis(300)),
+        new PrintStream(log, true, StandardCharsets.UTF_8));
+    String printed = log.toString(StandardCharsets.UTF_8);
+    assertEquals(42, preempted.exitCode(), printed);
+    Matcher saved = Pattern.compile("\\[worker 0\\] preempted: saved after step (\\d+) of epoch (\\d+) for preemption; "
+        + "run again to resume there").matcher(printed);
+    assertTrue(saved.find(), printed);
+    int step = Integer.parseInt(saved.group(1));
+    int epoch = Integer.parseInt(saved.group(2));
+    assertTrue(epoch >= 2 && epoch < 30, "saved in epoch " + epoch + ", after the notice and before the end");
+    assertTrue(printed.contains("[worker 1] preempted: saved after step " + step + " of epoch " + epoch + " "), printed);
+    assertTrue(Pattern.compile("worker 1 got SIGTERM; every worker saved after step " + step + " of epoch " + epoch
+        + " for preemption, \\d+ ms after it; run the same command again without --preempt-after to resume there")
+        .matcher(printed).find(), printed);
+    assertTrue(printed.contains("worker 1: preemption notice (SIGTERM)"), printed);
+    assertTrue(printed.contains("for preemption (worker 1 received SIGTERM)"), printed);
+
+    ByteArrayOutputStream resumedLog = new ByteArrayOutputStream();
+    LocalTraining.Result resumed = train(2, args, resumedLog);
+    int stepsPerEpoch = SoftmaxRegression.TRAIN_ROWS / 240;
+    String resumedAt = step == stepsPerEpoch ? epoch + " epochs done, and 0 steps" : (epoch - 1) + " epochs done, and "
+        + step + " steps";
+    assertTrue(resumedLog.toString(StandardCharsets.UTF_8).contains("resumed from the backup: " + resumedAt),
+        "expected to resume with " + resumedAt + ": " + resumedLog.toString(StandardCharsets.UTF_8));
+    LocalTraining.Result uninterrupted = train(2, List.of("--epochs", "30", "--global-batch", "240"),
+        new ByteArrayOutputStream());
+    assertEquals(uninterrupted.workers().get(0).get("weights_sha256"), resumed.workers().get(0).get("weights_sha256"));
+    assertTrue(Files.notExists(out.resolve("backup").resolve("chief")), "the backup is deleted once training ended");
+  }
+
+  /** A SIGTERM while the task still waits for its gang ends it at once, with the preemption code and no save. */
+  @Test
+  void aSigtermBeforeTheGangFormedEndsTheTaskAtOnceWithoutASave() throws Exception {
+    Path out = tmp.resolve("out");
+    Process worker = LocalTraining.startWorker(LocalTraining.cluster(2), 1, JobToken.random().value(),
+        List.of("--epochs", "20", "--out", out.toString()));
+    Output output = new Output(worker);
     try {
-      assertTrue(found.get(3, TimeUnit.MINUTES), "the output ended before a line matching " + line + ": " + seen);
-    } catch (TimeoutException e) {
-      throw new AssertionError("no line matching " + line + " within 3 minutes: " + seen, e);
+      output.await(Pattern.compile("task worker 1 serving on")); // past the handler's installation; worker 0 never starts
+      worker.toHandle().destroy(); // SIGTERM
+      assertTrue(worker.waitFor(30, TimeUnit.SECONDS), "the worker still waits for its gang 30 s after the SIGTERM");
+    } finally {
+      if (worker.isAlive()) {
+        worker.destroyForcibly(); // also closes the output
+      }
+    }
+    assertEquals(42, worker.exitValue(), output.text());
+    assertTrue(output.text().contains("preempted: SIGTERM came before the gang formed; no step was taken, so there is "
+        + "nothing new to save: the next run starts where the last backup left off"), output.text());
+    assertTrue(Files.notExists(out.resolve("backup").resolve("chief")), "no backup");
+  }
+
+  /** All of a process's output, read as it comes, so the process never blocks writing it. */
+  private static final class Output {
+    private final StringBuffer text = new StringBuffer();
+    private final CompletableFuture<Void> ended;
+
+    Output(Process process) {
+      BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+      ended = CompletableFuture.runAsync(() -> {
+        try (in) {
+          for (String l = in.readLine(); l != null; l = in.readLine()) {
+            text.append(l).append('\n');
+          }
+        } catch (IOException e) {
+          text.append("(reading the output failed: ").append(e.getMessage()).append(")\n");
+        }
+      });
+    }
+
+    /** Waits up to three minutes for a line matching {@code line}; fails when the output ends first. */
+    void await(Pattern line) throws InterruptedException {
+      long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(3);
+      while (!line.matcher(text).find()) {
+        assertTrue(!ended.isDone(), "the output ended before a line matching " + line + ": " + text);
+        assertTrue(System.nanoTime() < deadline, "no line matching " + line + " within 3 minutes: " + text);
+        Thread.sleep(20);
+      }
+    }
+
+    /** The output so far; all of it once the process has ended and the reader caught up. */
+    String text() {
+      try {
+        ended.get(10, TimeUnit.SECONDS);
+      } catch (Exception e) {
+        // still running: what was read so far
+      }
+      return text.toString();
     }
   }
 }

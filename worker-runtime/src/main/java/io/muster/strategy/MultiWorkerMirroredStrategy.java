@@ -1,5 +1,6 @@
 package io.muster.strategy;
 
+import io.grpc.Context;
 import io.muster.cluster.ClusterConfigException;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
@@ -34,7 +35,9 @@ import org.slf4j.LoggerFactory;
  * many small arrays packed into few buffers of about {@code bytesPerPack}). When the coordination
  * service declares a task failed, collectives in flight and later fail with that error instead of
  * waiting; when this task's collectives see a failure first (a peer's stream broke because it died),
- * the task reports it to the service at once, which tells every other task. {@link #close()} leaves
+ * the task reports it to the service at once, which tells every other task. A preemption notice
+ * (a signal, a launcher's word) makes every replica save after one agreed step ({@link #preemption()}).
+ * {@link #close()} leaves
  * through a shutdown barrier, so a task that finishes early waits for the others instead of tearing
  * the ring down under them; after a failure it leaves at once instead, without waiting there for a
  * task that is dead.
@@ -49,17 +52,19 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
   private final TaskId task;
   private final CommunicationOptions communication;
   private final Duration barrierTimeout;
+  private final Preemption preemption;
   private ByteBuffer pack = ByteBuffer.allocateDirect(0);
   private volatile boolean aborted;
 
   private MultiWorkerMirroredStrategy(TaskRuntime runtime, Collectives collectives, CommunicationOptions communication,
-      Duration barrierTimeout) {
+      Duration barrierTimeout, Preemption preemption) {
     this.runtime = runtime;
     this.collectives = collectives;
     this.cluster = runtime.cluster();
     this.task = runtime.task();
     this.communication = communication;
     this.barrierTimeout = barrierTimeout;
+    this.preemption = preemption;
   }
 
   /**
@@ -109,6 +114,15 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
   /** The address this task's server is bound to: its {@code TF_CONFIG} address, with the port it got where that was 0. */
   public HostPort address() {
     return runtime.server().address();
+  }
+
+  /**
+   * The gang's preemption notice and the step its replicas agree to save at ({@link Preemption}):
+   * a loop that calls {@code preemption().saveAfter(steps)} after every step (or hands this to
+   * {@code BackupAndRestore}) saves and leaves when the cluster is about to take a container.
+   */
+  public Preemption preemption() {
+    return preemption;
   }
 
   /** Makes every replica's variables equal to the chief's (rank 0), packed into one transfer. */
@@ -220,6 +234,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
    */
   @Override
   public void close() {
+    preemption.close();
     try {
       if (!aborted && !collectives.failed() && runtime.agent().state() == io.muster.coordination.TaskState.CONNECTED) {
         runtime.agent().shutdown();
@@ -233,6 +248,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
   /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
   public static final class Builder extends StrategyBuilder<Builder> {
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
+    private String preemptionSignal;
 
     private Builder() {
       super(DEFAULT_COORDINATION);
@@ -240,6 +256,17 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
 
     public Builder communication(CommunicationOptions value) {
       this.communication = value;
+      return this;
+    }
+
+    /**
+     * Makes the signal {@code name} (say {@code "TERM"}, what Kubernetes, YARN and a shell send
+     * before they kill) a {@link Preemption} notice instead of the JVM's exit, from {@link #build()}
+     * until {@link #close()}. For a task in a JVM of its own; a launcher's JVM (Spark's executor)
+     * keeps its own handlers and delivers the notice itself.
+     */
+    public Builder preemptionSignal(String name) {
+      this.preemptionSignal = name;
       return this;
     }
 
@@ -283,12 +310,28 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
           c.abort(e.getMessage(), e);
         }
       });
-      TaskRuntime runtime = runtimeBuilder.start();
+      Preemption preemption = new Preemption(task);
+      // a notice while the gang forms cancels the join and the ring's setup: nothing is trained yet to save
+      Context.CancellableContext forming = Context.current().withCancellation();
+      preemption.whileForming(forming);
+      TaskRuntime runtime = null;
+      Collectives collectives = null;
       try {
-        runtime.join();
-        Collectives collectives = Collectives.create(CollectiveGroup.of(cluster, task), "mwms",
-            HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec, communication,
-            collectiveTimeout);
+        if (preemptionSignal != null) {
+          preemption.noticeOnSignal(preemptionSignal);
+        }
+        Context outside = forming.attach();
+        try {
+          runtime = runtimeBuilder.start();
+          runtime.join();
+          preemption.start(runtime.agent(), CollectiveGroup.of(cluster, task).members(), coordination.joinTimeout());
+          collectives = Collectives.create(CollectiveGroup.of(cluster, task), "mwms",
+              HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec, communication,
+              collectiveTimeout);
+        } finally {
+          forming.detach(outside);
+        }
+        preemption.formed();
         ring.set(collectives);
         if (failure.get() != null) {
           collectives.abort(failure.get().getMessage(), failure.get());
@@ -296,12 +339,18 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
         log.info("{}: MultiWorkerMirroredStrategy ready, replica {} of {}{}", task, collectives.rank(),
             collectives.size(), Roles.isChief(cluster, task) ? " (chief)" : "");
         MultiWorkerMirroredStrategy strategy = new MultiWorkerMirroredStrategy(runtime, collectives, communication,
-            coordination.joinTimeout());
+            coordination.joinTimeout(), preemption);
         collectives.onFailure(strategy::collectivesFailed);
         return strategy;
       } catch (RuntimeException e) {
-        runtime.close();
-        throw e;
+        if (collectives != null) {
+          collectives.close();
+        }
+        preemption.close();
+        if (runtime != null) {
+          runtime.close();
+        }
+        throw preemption.whileFormingOr(e);
       }
     }
   }

@@ -32,7 +32,7 @@ class MultiWorkerMirroredStrategyTest {
       .withShutdownBarrierTimeout(Duration.ofSeconds(30));
 
   /** Builds a strategy on every task of a chief + workers cluster concurrently and applies {@code body} on each. */
-  private static <T> List<T> onEveryTask(List<TaskId> tasks, CommunicationOptions communication,
+  static <T> List<T> onEveryTask(List<TaskId> tasks, CommunicationOptions communication,
       Function<MultiWorkerMirroredStrategy, T> body) throws Exception {
     List<TaskServer> servers = new ArrayList<>();
     Map<String, Map<Integer, String>> jobs = new LinkedHashMap<>();
@@ -63,7 +63,7 @@ class MultiWorkerMirroredStrategyTest {
     }
   }
 
-  private static final List<TaskId> CHIEF_AND_TWO_WORKERS =
+  static final List<TaskId> CHIEF_AND_TWO_WORKERS =
       List.of(new TaskId("chief", 0), new TaskId("worker", 0), new TaskId("worker", 1));
 
   @Test
