@@ -441,6 +441,8 @@ class YarnJobsTest {
   void theOneFailureRule(int code, Rerun rerun, boolean reruns) throws Exception {
     String command = "echo \"$MUSTER_ATTEMPT\" >> " + dir + "/worker-$MUSTER_TASK_INDEX; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then "
+        // fails once worker 0's command has run, or it may end the gang before worker 0's starts (10 s at most)
+        + "for i in $(seq 100); do [ -s " + dir + "/worker-0 ] && break; sleep 0.1; done; "
         + "echo 'boom from worker 1' >&2; exit " + code + "; fi; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi; exit 0";
     YarnJob job = job(GangSpec.workers(2), command, 128, 2, Duration.ofMinutes(2));
