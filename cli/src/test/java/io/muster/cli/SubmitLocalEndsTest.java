@@ -3,6 +3,7 @@ package io.muster.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
@@ -30,6 +31,9 @@ class SubmitLocalEndsTest {
   @ParameterizedTest(name = "SIG{0}")
   @ValueSource(strings = {"INT", "KILL"})
   void anEndedSubmitLocalLeavesNoProcessAndNoDirectory(String signal, @TempDir Path tmp) throws Exception {
+    assumeFalse(signal.equals("INT") && ignoresSigint(), "this process tree ignores SIGINT (the suite runs as a "
+        + "background job of a non-interactive shell), and the JVM keeps an inherited ignore, so muster submit "
+        + "cannot receive a Ctrl-C here; run the suite in the foreground");
     Path temp = Files.createDirectories(tmp.resolve("tmp"));
     List<String> command = new ArrayList<>(ChildJvm.command("1g", Muster.class, List.of("submit", "--local",
         "--worker-instances", "2", "--worker-memory", "256m", "--gang-timeout", "2m",
@@ -68,6 +72,16 @@ class SubmitLocalEndsTest {
     } finally {
       submit.destroyForcibly().waitFor();
     }
+  }
+
+  /** Whether this process ignores SIGINT, which its children then inherit ({@code SigIgn} in /proc, bit 2). */
+  private static boolean ignoresSigint() throws IOException {
+    Path status = Path.of("/proc/self/status");
+    if (!Files.exists(status)) {
+      return false;
+    }
+    return Files.readAllLines(status).stream().filter(l -> l.startsWith("SigIgn:"))
+        .anyMatch(l -> (Long.parseUnsignedLong(l.substring("SigIgn:".length()).strip(), 16) & 0x2) != 0);
   }
 
   /** {@code yarn-local}'s documented way to stop (Ctrl-C; here SIGTERM, which a background child cannot ignore). */
