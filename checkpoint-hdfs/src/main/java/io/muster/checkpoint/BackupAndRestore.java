@@ -8,6 +8,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.function.Supplier;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -153,8 +154,8 @@ public final class BackupAndRestore implements AutoCloseable {
       if (!backedUp) {
         backup(epoch, step, variables.get());
       }
-      String since = preemption.nanosSinceNotice().isPresent()
-          ? ", " + preemption.nanosSinceNotice().getAsLong() / 1_000_000 + " ms after the notice" : "";
+      OptionalLong sinceNotice = preemption.nanosSinceNotice();
+      String since = sinceNotice.isPresent() ? ", " + sinceNotice.getAsLong() / 1_000_000 + " ms after the notice" : "";
       log.info("backed up after step {} of epoch {} for preemption{}", step + 1, epoch + 1, since);
       throw new PreemptedException("saved after step " + (step + 1) + " of epoch " + (epoch + 1)
           + " for preemption; run again to resume there");

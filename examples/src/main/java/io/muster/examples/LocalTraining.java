@@ -102,7 +102,7 @@ public final class LocalTraining {
         Process p = processes.get(i);
         p.waitFor(1, TimeUnit.MINUTES);
         if (preempted.signalNanos != 0 && p.exitValue() == PreemptedException.EXIT_CODE) {
-          exit = PreemptedException.EXIT_CODE;
+          exit = exit == 0 ? PreemptedException.EXIT_CODE : exit; // a worker's failure is not hidden by another's save
         } else if (p.exitValue() != 0 || line == null) {
           out.println("worker " + i + " failed with exit code " + p.exitValue());
           exit = 1;
@@ -208,25 +208,19 @@ public final class LocalTraining {
     List<Process> processes = new ArrayList<>();
     try {
       for (int i = 0; i < cluster.numTasks("worker"); i++) {
-        processes.add(startWorker(cluster, i, token, trainingArgs));
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
+            .toString(), "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
+        command.addAll(trainingArgs);
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", i)).toJson());
+        builder.environment().put(JobToken.ENV, token);
+        processes.add(builder.start());
       }
       return processes;
     } catch (IOException | RuntimeException e) {
       processes.forEach(Process::destroyForcibly);
       throw e;
     }
-  }
-
-  /** Starts the {@link SoftmaxRegression} JVM of worker {@code index}, its stderr merged into its stdout. */
-  static Process startWorker(ClusterSpec cluster, int index, String token, List<String> trainingArgs)
-      throws IOException {
-    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
-        .toString(), "-Xmx256m", "-cp", System.getProperty("java.class.path"), SoftmaxRegression.class.getName()));
-    command.addAll(trainingArgs);
-    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-    builder.environment().put(TfConfig.ENV, TfConfig.of(cluster, new TaskId("worker", index)).toJson());
-    builder.environment().put(JobToken.ENV, token);
-    return builder.start();
   }
 
   private static final java.util.regex.Pattern EPOCH_LINE = java.util.regex.Pattern.compile("epoch \\d+: loss");

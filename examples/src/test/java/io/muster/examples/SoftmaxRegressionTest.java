@@ -3,7 +3,10 @@ package io.muster.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.cluster.TaskId;
+import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
+import io.muster.testing.ChildJvm;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -14,9 +17,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -86,9 +92,8 @@ class SoftmaxRegressionTest {
     List<String> args = List.of("--epochs", "6", "--global-batch", "240", "--out", out.toString());
     List<Process> workers = LocalTraining.start(LocalTraining.cluster(2), List.of("--epochs", "100000",
         "--global-batch", "240", "--out", out.toString()));
-    Output chief = new Output(workers.get(0));
     try {
-      chief.await(Pattern.compile("epoch 2: loss"));
+      awaitLine(workers.get(0), Pattern.compile("epoch 2: loss"));
       workers.get(1).destroyForcibly(); // SIGKILL
       for (Process worker : workers) {
         assertTrue(worker.waitFor(60, TimeUnit.SECONDS), "a worker still runs a minute after worker 1 was killed");
@@ -160,60 +165,42 @@ class SoftmaxRegressionTest {
   @Test
   void aSigtermBeforeTheGangFormedEndsTheTaskAtOnceWithoutASave() throws Exception {
     Path out = tmp.resolve("out");
-    Process worker = LocalTraining.startWorker(LocalTraining.cluster(2), 1, JobToken.random().value(),
-        List.of("--epochs", "20", "--out", out.toString()));
-    Output output = new Output(worker);
-    try {
-      output.await(Pattern.compile("task worker 1 serving on")); // past the handler's installation; worker 0 never starts
-      worker.toHandle().destroy(); // SIGTERM
-      assertTrue(worker.waitFor(30, TimeUnit.SECONDS), "the worker still waits for its gang 30 s after the SIGTERM");
-    } finally {
-      if (worker.isAlive()) {
-        worker.destroyForcibly(); // also closes the output
-      }
+    Map<String, String> env = Map.of(TfConfig.ENV, TfConfig.of(LocalTraining.cluster(2), new TaskId("worker", 1))
+        .toJson(), JobToken.ENV, JobToken.random().value());
+    try (ChildJvm worker = ChildJvm.start("worker-1", SoftmaxRegression.class,
+        List.of("--epochs", "20", "--out", out.toString()), env, tmp.resolve("logs"))) {
+      // past the signal handler's installation; worker 0 never starts
+      worker.awaitOutput("task worker 1 serving on", Duration.ofMinutes(3));
+      worker.process().toHandle().destroy(); // SIGTERM
+      assertEquals(42, worker.waitFor(Duration.ofSeconds(30)), worker.output());
+      assertTrue(worker.output().contains("preempted: SIGTERM came before the gang formed; no step was taken, so there "
+          + "is nothing new to save: the next run starts where the last backup left off"), worker.output());
     }
-    assertEquals(42, worker.exitValue(), output.text());
-    assertTrue(output.text().contains("preempted: SIGTERM came before the gang formed; no step was taken, so there is "
-        + "nothing new to save: the next run starts where the last backup left off"), output.text());
     assertTrue(Files.notExists(out.resolve("backup").resolve("chief")), "no backup");
   }
 
-  /** All of a process's output, read as it comes, so the process never blocks writing it. */
-  private static final class Output {
-    private final StringBuffer text = new StringBuffer();
-    private final CompletableFuture<Void> ended;
-
-    Output(Process process) {
-      BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-      ended = CompletableFuture.runAsync(() -> {
-        try (in) {
-          for (String l = in.readLine(); l != null; l = in.readLine()) {
-            text.append(l).append('\n');
-          }
-        } catch (IOException e) {
-          text.append("(reading the output failed: ").append(e.getMessage()).append(")\n");
-        }
-      });
-    }
-
-    /** Waits up to three minutes for a line matching {@code line}; fails when the output ends first. */
-    void await(Pattern line) throws InterruptedException {
-      long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(3);
-      while (!line.matcher(text).find()) {
-        assertTrue(!ended.isDone(), "the output ended before a line matching " + line + ": " + text);
-        assertTrue(System.nanoTime() < deadline, "no line matching " + line + " within 3 minutes: " + text);
-        Thread.sleep(20);
-      }
-    }
-
-    /** The output so far; all of it once the process has ended and the reader caught up. */
-    String text() {
+  /** Reads {@code process}'s output until a line matches; fails at its end, or after three minutes. */
+  private static void awaitLine(Process process, Pattern line) throws Exception {
+    List<String> seen = new CopyOnWriteArrayList<>();
+    // not closed: the worker goes on writing to it until it ends
+    BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+    CompletableFuture<Boolean> found = CompletableFuture.supplyAsync(() -> {
       try {
-        ended.get(10, TimeUnit.SECONDS);
-      } catch (Exception e) {
-        // still running: what was read so far
+        for (String l = in.readLine(); l != null; l = in.readLine()) {
+          if (line.matcher(l).find()) {
+            return true;
+          }
+          seen.add(l);
+        }
+        return false;
+      } catch (IOException e) {
+        return false;
       }
-      return text.toString();
+    });
+    try {
+      assertTrue(found.get(3, TimeUnit.MINUTES), "the output ended before a line matching " + line + ": " + seen);
+    } catch (TimeoutException e) {
+      throw new AssertionError("no line matching " + line + " within 3 minutes: " + seen, e);
     }
   }
 }

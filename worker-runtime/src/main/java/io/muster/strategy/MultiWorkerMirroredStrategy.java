@@ -324,8 +324,9 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
         try {
           runtime = runtimeBuilder.start();
           runtime.join();
-          preemption.start(runtime.agent(), CollectiveGroup.of(cluster, task).members(), coordination.joinTimeout());
-          collectives = Collectives.create(CollectiveGroup.of(cluster, task), "mwms",
+          CollectiveGroup replicas = CollectiveGroup.of(cluster, task);
+          preemption.start(runtime.agent(), replicas.members(), coordination.joinTimeout());
+          collectives = Collectives.create(replicas, "mwms",
               HostPort.parse(cluster.taskAddress(task)).host(), runtime.agent(), sec, communication,
               collectiveTimeout);
         } finally {

@@ -33,8 +33,8 @@ import org.slf4j.LoggerFactory;
 public final class Preemption {
 
   private static final Logger log = LoggerFactory.getLogger(Preemption.class);
-  static final String STEP_KEY = "muster/preemption/step";
-  static final String ACK_DIR = "muster/preemption/ack/";
+  private static final String STEP_KEY = "muster/preemption/step";
+  private static final String ACK_DIR = "muster/preemption/ack/";
 
   private final TaskId task;
   private volatile String noticeReason;
@@ -153,6 +153,7 @@ public final class Preemption {
 
   private void watchForAgreedStep() {
     try {
+      // as long as the strategy lives: close() cancels this wait, which a notice may end at any time
       Published published = Published.parse(keyValues.get(STEP_KEY, Duration.ofDays(365)));
       agree(published);
       keyValues.insert(ackKey(task), new byte[0], true);

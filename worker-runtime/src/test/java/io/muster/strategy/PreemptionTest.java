@@ -3,7 +3,6 @@ package io.muster.strategy;
 import static io.muster.strategy.MultiWorkerMirroredStrategyTest.CHIEF_AND_TWO_WORKERS;
 import static io.muster.strategy.MultiWorkerMirroredStrategyTest.onEveryTask;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.collective.CommunicationOptions;
@@ -92,6 +91,5 @@ class PreemptionTest {
       return saved || s.preemption().requested();
     });
     assertEquals(List.of(false, false, false), any);
-    assertFalse(any.contains(true));
   }
 }
