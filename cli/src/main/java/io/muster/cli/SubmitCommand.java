@@ -67,6 +67,8 @@ final class SubmitCommand {
       "                               evaluator, and worker when there are a chief and ps tasks)",
       "  --node-label EXPR            the node-label expression for every container",
       "  --app-timeout 12h            YARN ends the application when it has run this long",
+      "  --preemption-signal TERM     sent to every command when YARN announces it will take a container",
+      "  --preemption-exit-code 42    a command's exit after that signal that says it saved (TensorFlow's)",
       "  --conf FILE                  options from a file, one 'name = value' a line (worker-instances = 4,",
       "                               env.NAME = value); the command line's win",
       "  --local                      run on a YARN cluster and HDFS started in this process, then stop them",
@@ -251,7 +253,7 @@ final class SubmitCommand {
   static YarnJob parse(List<String> args, List<String> classpath) {
     Set<String> valued = new LinkedHashSet<>(List.of("--name", "--queue", "--command", "--env", "--max-attempts",
         "--rerun", "--gang-timeout", "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout",
-        "--conf"));
+        "--preemption-signal", "--preemption-exit-code", "--conf"));
     for (String type : TYPES) {
       for (String what : List.of("instances", "memory", "vcores", "gpus", "command")) {
         valued.add("--" + type + "-" + what);
@@ -325,7 +327,9 @@ final class SubmitCommand {
           Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped,
           new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
               o.has("--app-timeout") ? Optional.of(Durations.parse("--app-timeout", o.get("--app-timeout", "")))
-                  : Optional.empty()));
+                  : Optional.empty()),
+          new YarnJob.OnPreemption(o.get("--preemption-signal", YarnJob.OnPreemption.TENSORFLOW.signal()),
+              integer(o, "--preemption-exit-code", YarnJob.OnPreemption.TENSORFLOW.savedExitCode(), 1)));
     } catch (IllegalArgumentException e) {
       throw new UsageException(e.getMessage());
     }

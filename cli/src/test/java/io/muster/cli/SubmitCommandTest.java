@@ -29,8 +29,9 @@ class SubmitCommandTest {
         "--ps-instances", "1", "--worker-memory", "2g", "--ps-memory", "512m", "--worker-vcores", "2",
         "--worker-gpus", "1", "--command", "python3 train.py", "--ps-command", "python3 serve.py",
         "--env", "A=1", "--env", "B=x=y", "--max-attempts", "3", "--rerun", "any-failure", "--gang-timeout", "90s",
-        "--output-dir", "hdfs:///o");
+        "--output-dir", "hdfs:///o", "--preemption-signal", "SIGUSR1", "--preemption-exit-code", "43");
     assertEquals("ps-job", job.name());
+    assertEquals(new YarnJob.OnPreemption("USR1", 43), job.preemption());
     assertEquals("ml", job.queue());
     assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, ps)", job.gang().toString());
     assertEquals(new YarnJob.Resources(2048, 2, 1), job.resources().get(TaskType.WORKER));
@@ -133,6 +134,7 @@ class SubmitCommandTest {
     assertEquals(Duration.ofMinutes(10), job.gangTimeout());
     assertEquals(1, job.maxAttempts());
     assertEquals(Rerun.CLUSTER_FAILURES, job.rerun(), "a command's own failure is its verdict");
+    assertEquals(new YarnJob.OnPreemption("TERM", 42), job.preemption(), "TensorFlow's PreemptionCheckpointHandler's");
     assertEquals(EnumSet.of(TaskType.PS), parse("--command", "x", "--untracked", "ps").gang().untracked());
   }
 
@@ -167,7 +169,13 @@ class SubmitCommandTest {
         Map.entry(List.of("--command", "x", "--files", "/nonexistent/train.py"),
             "--files: /nonexistent/train.py is not a readable file"),
         Map.entry(List.of("--command", "x", "--app-timeout", "soon"),
-            "--app-timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was 'soon'"));
+            "--app-timeout must be a positive duration such as 500ms, 60s, 5m or 1h; was 'soon'"),
+        Map.entry(List.of("--command", "x", "--preemption-signal", "KILL"),
+            "'KILL' is not a signal a command can be sent to save and leave; use one of TERM, INT, HUP, QUIT, USR1, "
+                + "USR2, PWR, ALRM, XCPU"),
+        Map.entry(List.of("--command", "x", "--preemption-exit-code", "143"),
+            "the exit code that says a command saved for preemption must be 1 to 125 (0 is success; above 125 the "
+                + "shell's own codes), was 143"));
     cases.forEach((args, message) -> {
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       ByteArrayOutputStream err = new ByteArrayOutputStream();
@@ -187,7 +195,8 @@ class SubmitCommandTest {
     String help = out.toString(StandardCharsets.UTF_8);
     for (String option : List.of("--name", "--queue", "--command", "--<type>-instances", "--<type>-memory",
         "--<type>-vcores", "--<type>-gpus", "--<type>-command", "--env", "--max-attempts", "--gang-timeout",
-        "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout", "--conf", "--local")) {
+        "--output-dir", "--untracked", "--files", "--archives", "--node-label", "--app-timeout", "--preemption-signal",
+        "--preemption-exit-code", "--conf", "--local")) {
       assertTrue(help.contains(option), option);
     }
     ByteArrayOutputStream top = new ByteArrayOutputStream();

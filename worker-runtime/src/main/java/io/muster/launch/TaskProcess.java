@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
@@ -13,6 +14,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
@@ -49,6 +51,11 @@ public final class TaskProcess implements AutoCloseable {
   /** What this JVM writes to the guard's pipe before closing it: end politely, or after a failure. */
   private static final String END = "end";
   private static final String FAILED = "failed";
+  /** The signals a command may be asked to answer: not KILL or STOP, which it cannot catch. */
+  private static final List<String> SIGNALS = List.of("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "PWR",
+      "ALRM", "XCPU");
+  /** What this JVM writes to the guard's pipe, with a signal's name, to have it sent to the command's process group. */
+  private static final String SIGNAL = "signal ";
 
   // The watcher, in a session of its own: $1 the command's pid, $2 and $3 the grace and failure grace
   // periods in tenths of a second, $4 the task's own directory ("" for none); fd 3 is the pipe from the
@@ -56,12 +63,14 @@ public final class TaskProcess implements AutoCloseable {
   // it out of the JVM's process group, which a NodeManager ends with SIGTERM and then SIGKILL when it
   // kills the container (the command, in a session of its own, would be left running). SIGUSR1 from the
   // guard (the command exited by itself) ends it while it only watches; once it is ending the command,
-  // nothing but SIGKILL stops it.
+  // nothing but SIGKILL stops it. A line "signal NAME" before then sends NAME to the command's process group.
   private static final String WATCHER = String.join("\n",
       "child=$1; grace=$2; failure_grace=$3; own_dir=$4",
       "trap '' TERM INT HUP",
       "trap 'exit 0' USR1",
-      "word=; while read -r line <&3; do word=$line; done",
+      "word=; while read -r line <&3; do",
+      "  case $line in '" + SIGNAL + "'*) kill -\"${line#'" + SIGNAL + "'}\" -\"$child\" 2>/dev/null;; *) word=$line;; esac",
+      "done",
       "trap '' USR1",
       "if [ \"$word\" = " + FAILED + " ]; then grace=$failure_grace; fi",
       "kill -TERM -\"$child\" \"$child\" 2>/dev/null",
@@ -205,6 +214,42 @@ public final class TaskProcess implements AutoCloseable {
   }
 
   /**
+   * Sends {@code signal} ({@code TERM}, {@code SIGUSR1}) to the command's process group, as a
+   * terminal sends Ctrl-C to its foreground job, and returns: the command decides what it means (a
+   * preemption notice, for one). A {@code /bin/sh -c} wrapper gets it too, and dies of it unless it
+   * traps it ({@code trap : TERM; python3 train.py}), which leaves its child to answer.
+   *
+   * @throws IllegalArgumentException when {@code signal} is not a signal's name
+   */
+  public void signal(String signal) {
+    String name = signalName(signal);
+    if (!process.isAlive()) {
+      return;
+    }
+    OutputStream pipe = process.getOutputStream();
+    try {
+      synchronized (pipe) {
+        pipe.write((SIGNAL + name + "\n").getBytes(StandardCharsets.US_ASCII));
+        pipe.flush();
+      }
+    } catch (IOException ignored) {
+      // the guard is gone already: so is the command
+    }
+  }
+
+  /** {@code TERM} for {@code TERM}, {@code SIGTERM} and {@code sigterm}; the shell's names, without SIG. */
+  public static String signalName(String signal) {
+    String name = signal.strip().toUpperCase(Locale.ROOT);
+    name = name.startsWith("SIG") ? name.substring(3) : name;
+    if (!SIGNALS.contains(name)) {
+      throw new IllegalArgumentException("'" + signal + "' is not a signal a command can be sent to save and leave; "
+          + "use one of " + String.join(", ", SIGNALS));
+    }
+    return name;
+  }
+
+
+  /**
    * Ends the command if it still runs: SIGTERM to its process group, SIGKILL after the grace
    * period. Returns once the guard has exited (bounded by the grace period plus a second).
    */
@@ -226,8 +271,12 @@ public final class TaskProcess implements AutoCloseable {
       return;
     }
     List<ProcessHandle> started = process.descendants().toList();
-    try (var pipe = process.getOutputStream()) { // EOF on the guard's pipe: it terminates the command
-      pipe.write((word + "\n").getBytes(StandardCharsets.US_ASCII));
+    OutputStream pipe = process.getOutputStream();
+    try { // EOF on the guard's pipe: it terminates the command
+      synchronized (pipe) {
+        pipe.write((word + "\n").getBytes(StandardCharsets.US_ASCII));
+        pipe.close();
+      }
     } catch (IOException ignored) {
       // the guard is gone already
     }

@@ -1,6 +1,8 @@
 package io.muster.launch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.testing.ChildJvm;
@@ -105,6 +107,24 @@ class TaskProcessTest {
       Eventually.within(LIMIT, "the command and its sleep ended", () -> !Pids.running(child) && !Pids.running(grandchild));
       assertTrue(!p.isAlive());
     }
+  }
+
+  /** A shell that traps the signal survives it; its child, in the same process group, answers it. */
+  @Test
+  void aSignalReachesTheCommandsWholeProcessGroupAndTheCommandDecidesWhatItMeans() throws Exception {
+    try (TaskProcess p = start("trap : TERM; sh -c 'trap \"echo saved; exit 42\" TERM; echo $$ > child; "
+        + "while true; do sleep 0.1; done'", Map.of(), Duration.ofSeconds(5))) {
+      long child = Pids.read(dir.resolve("child"), LIMIT);
+      p.signal("SIGTERM");
+      assertEquals(Optional.of(42), p.waitFor(LIMIT), "the child's own exit code, through the shell: " + lines);
+      assertTrue(lines.contains("STDOUT saved"), lines.toString());
+      assertFalse(Pids.running(child));
+      p.signal("TERM"); // after the exit: nothing to send it to, and no error
+    }
+    var bad = assertThrows(IllegalArgumentException.class, () -> TaskProcess.signalName("KILL"));
+    assertEquals("'KILL' is not a signal a command can be sent to save and leave; use one of TERM, INT, HUP, QUIT, "
+        + "USR1, USR2, PWR, ALRM, XCPU", bad.getMessage());
+    assertEquals("USR1", TaskProcess.signalName(" sigusr1"));
   }
 
   @Test

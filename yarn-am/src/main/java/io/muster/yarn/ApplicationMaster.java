@@ -51,6 +51,7 @@ import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 import org.apache.hadoop.yarn.api.records.LocalResource;
 import org.apache.hadoop.yarn.api.records.LocalResourceType;
 import org.apache.hadoop.yarn.api.records.LocalResourceVisibility;
+import org.apache.hadoop.yarn.api.records.PreemptionMessage;
 import org.apache.hadoop.yarn.api.records.Priority;
 import org.apache.hadoop.yarn.api.records.Resource;
 import org.apache.hadoop.yarn.api.records.URL;
@@ -238,6 +239,7 @@ public final class ApplicationMaster {
     status.put("output_dir", job.outputDir().orElse(null));
     status.put("diagnostics", diagnostics);
     status.put("lost_nodes", Map.copyOf(lostNodes));
+    status.put("preemption", attempt == null ? null : attempt.preemptionToDeliver().orElse(null));
     status.put("tasks", attempt == null ? List.of() : attempt.describeTasks());
     return status;
   }
@@ -254,8 +256,10 @@ public final class ApplicationMaster {
     // A restarted master numbers its attempts after every number the lost one could have used.
     int firstNumber = (masterAttempt - 1) * (job.maxAttempts() + UNCOUNTED_ATTEMPTS);
     int counted = 0; // attempts that count against maxAttempts: not the cluster's failures (preemption, a lost node)
+    int preemptions = 0;
+    int saved = 0; // preemptions every task saved for
     for (int n = 0; counted < job.maxAttempts() && n < job.maxAttempts() + UNCOUNTED_ATTEMPTS; n++) {
-      Attempt attempt = new Attempt(firstNumber + n, job.gang(), job.gangTimeout());
+      Attempt attempt = new Attempt(firstNumber + n, job.gang(), job.gangTimeout(), job.preemption().savedExitCode());
       current = attempt;
       endpoint.start(attempt);
       AttemptResult result = runAttempt(attempt);
@@ -264,7 +268,11 @@ public final class ApplicationMaster {
       switch (result) {
         case SUCCEEDED:
           return new Outcome(FinalApplicationStatus.SUCCEEDED, "succeeded on " + which
-              + (failures.isEmpty() ? "" : "; earlier attempts failed:\n" + String.join("\n", failures)));
+              + (preemptions == 0 ? "" : " after " + (preemptions == 1 ? "1 preemption" : preemptions + " preemptions")
+                  + (saved == preemptions ? "; every task saved" + (preemptions == 1 ? "" : " each time")
+                      : "; every task saved in " + saved + " of them"))
+              + (failures.isEmpty() ? "" : preemptions == failures.size() ? "; earlier attempts were preempted:\n"
+                  + String.join("\n", failures) : "; earlier attempts failed:\n" + String.join("\n", failures)));
         case GANG_NOT_FORMED:
           failures.add(which + ": " + attempt.abortReason().orElse(""));
           return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
@@ -274,13 +282,19 @@ public final class ApplicationMaster {
           boolean rerun = !attempt.endedByOwnFailure() || job.rerun() == Rerun.ANY_FAILURE;
           String notRerun = rerun || counted >= job.maxAttempts() ? ""
               : ", not re-run (" + Rerun.notRerun("--rerun " + Rerun.ANY_FAILURE.optionValue()) + ")";
-          failures.add(which + " failed" + notRerun + ": " + attempt.failureReport()
-              + lost.map(why -> " (" + why + "; this attempt does not count)").orElse(""));
+          if (attempt.preempted()) {
+            preemptions++;
+            saved += attempt.savedForPreemption() ? 1 : 0;
+            failures.add(which + " preempted: " + attempt.failureReport() + " (this attempt does not count)");
+          } else {
+            failures.add(which + " failed" + notRerun + ": " + attempt.failureReport()
+                + lost.map(why -> " (" + why + "; this attempt does not count)").orElse(""));
+          }
           diagnostics = String.join("\n", failures);
           if (!rerun) {
             return new Outcome(FinalApplicationStatus.FAILED, diagnostics);
           }
-          log.warn("{} failed: {}{}", which, attempt.failureReport(),
+          log.warn("{}{}", failures.get(failures.size() - 1),
               counted < job.maxAttempts() ? "; running the whole gang again" : "");
       }
     }
@@ -318,6 +332,14 @@ public final class ApplicationMaster {
         } else {
           rm.releaseAssignedContainer(container.getId());
         }
+      }
+      if (response.getPreemptionMessage() != null) {
+        attempt.preemptionAnnounced(containersNamed(response.getPreemptionMessage())).ifPresent(notice -> {
+          log.warn("attempt {}: {}; {}", attempt.number + 1, notice, attempt.formed()
+              ? "every task is sent SIG" + job.preemption().signal() + " to save, and the attempt ends when one exits"
+              : "the gang has not formed: ending the attempt");
+          diagnostics = "attempt " + (attempt.number + 1) + ": " + notice;
+        });
       }
       for (ContainerStatus status : response.getCompletedContainersStatuses()) {
         attempt.containerCompleted(status.getContainerId().toString(), status.getExitStatus(), status.getDiagnostics())
@@ -405,6 +427,22 @@ public final class ApplicationMaster {
         stopContainer(container);
       }
     }
+  }
+
+  /**
+   * The containers a preemption message names: the strict contract's (YARN takes them) and the
+   * negotiable one's (the capacity scheduler's way: it takes them unless the master gives back as
+   * much). For a gang any container is the whole attempt, so both count alike.
+   */
+  static Set<String> containersNamed(PreemptionMessage message) {
+    Set<String> named = new HashSet<>();
+    if (message.getStrictContract() != null) {
+      message.getStrictContract().getContainers().forEach(c -> named.add(c.getId().toString()));
+    }
+    if (message.getContract() != null) {
+      message.getContract().getContainers().forEach(c -> named.add(c.getId().toString()));
+    }
+    return named;
   }
 
   private void stopContainers(Attempt attempt) {

@@ -74,12 +74,67 @@ final class Attempt {
   /** Whether the master ended the attempt for a command's own failure ({@link #abortForFailure}). */
   private boolean endedByOwnFailure;
   private Instant formedAt;
+  /** The exit code by which a command says it saved for a preemption. */
+  private final int savedExitCode;
+  /** YARN's announcement that it will take a container of this attempt; null while there is none. */
+  private String preemptionNotice;
 
-  Attempt(int number, GangSpec gang, Duration gangTimeout) {
+  Attempt(int number, GangSpec gang, Duration gangTimeout, int savedExitCode) {
     this.number = number;
     this.gang = gang;
     this.deadline = Instant.now().plus(gangTimeout);
     this.endOfJob = new EndOfJob(gang);
+    this.savedExitCode = savedExitCode;
+  }
+
+  /**
+   * YARN named containers it will take (a preemption message). When one of them is this attempt's,
+   * the attempt is over, as a gang cannot lose a member: a formed gang is told to save (the
+   * executors send their commands the preemption signal) and ends when a command exits; a gang not
+   * yet formed ends at once. Either way the attempt is the cluster's failure, which does not count.
+   *
+   * @return the notice, the first time a container of this attempt is named
+   */
+  synchronized Optional<String> preemptionAnnounced(java.util.Collection<String> containerIds) {
+    if (preemptionNotice != null || abortReason != null) {
+      return Optional.empty();
+    }
+    List<String> named = members.values().stream().filter(m -> !m.containerDone && containerIds.contains(m.containerId))
+        .map(m -> m.task + " (container " + m.containerId + " on " + m.host + ")").toList();
+    if (named.isEmpty()) {
+      return Optional.empty();
+    }
+    preemptionNotice = "preemption notice for " + String.join(", ", named);
+    if (!formed()) {
+      abortLostToCluster(preemptionNotice + " before the gang formed; ending the attempt", "YARN preempted it");
+    } else if (endOfJob.verdict() instanceof EndOfJob.Running) {
+      lostToCluster = "YARN preempted it";
+    }
+    return Optional.of(preemptionNotice);
+  }
+
+  /** The preemption notice the executors pass on to their commands, while the attempt runs. */
+  synchronized Optional<String> preemptionToDeliver() {
+    return preemptionNotice != null && abortReason == null ? Optional.of(preemptionNotice) : Optional.empty();
+  }
+
+  /** Whether YARN announced it would take a container of this attempt while no command had failed. */
+  synchronized boolean preempted() {
+    return preemptionNotice != null && lostToCluster != null;
+  }
+
+  /** Whether every tracked command that ran exited saying it saved, or succeeded; false without a notice. */
+  synchronized boolean savedForPreemption() {
+    return preemptionNotice != null && formedAt != null && members.values().stream().filter(this::tracked)
+        .allMatch(this::saved);
+  }
+
+  private boolean saved(Member m) {
+    return m.exitCode != null && (m.exitCode == savedExitCode || m.exitCode == 0);
+  }
+
+  private boolean tracked(Member m) {
+    return gang.untracked().stream().noneMatch(m.task::is);
   }
 
   /**
@@ -219,8 +274,8 @@ final class Attempt {
    * {@link Rerun#CAUSE_WINDOW} has passed without a cluster's failure taken for its cause.
    */
   synchronized Optional<EndOfJob.Failed> failureToActOn() {
-    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)
-        || (failed.isCommandsOwn() && Instant.now().isBefore(failedAt.plus(Rerun.CAUSE_WINDOW)))) {
+    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed) || (failed.isCommandsOwn() && !preempted()
+        && Instant.now().isBefore(failedAt.plus(Rerun.CAUSE_WINDOW)))) {
       return Optional.empty();
     }
     return Optional.of(failed);
@@ -229,8 +284,9 @@ final class Attempt {
   /** Ends the attempt for its failed task, whose verdict no later exit changes. */
   synchronized void abortForFailure() {
     if (abortReason == null && endOfJob.settle() instanceof EndOfJob.Failed failed) {
-      endedByOwnFailure = failed.isCommandsOwn();
-      abort(failureReport());
+      endedByOwnFailure = failed.isCommandsOwn() && !preempted();
+      abort(!preempted() ? failureReport() : preemptionNotice + "; " + failed.task() + " exited with code "
+          + failed.exitCode() + (failed.exitCode() == savedExitCode ? " (saved)" : "") + "; the attempt ends");
     }
   }
 
@@ -312,6 +368,9 @@ final class Attempt {
 
   /** The failed task's account: task, host, container, exit code and the tail of its stderr. */
   synchronized String failureReport() {
+    if (preempted() && formedAt != null) {
+      return preemptionReport();
+    }
     if (abortReason != null) { // what ended the attempt first; a failure's own report when that was it
       return abortReason;
     }
@@ -321,6 +380,23 @@ final class Attempt {
     Member m = members.get(failed.task());
     return failed.task() + " on " + m.host + " (container " + m.containerId + ") "
         + TaskProcess.exitStory(failed.exitCode(), m.stderrTail);
+  }
+
+  /** The notice, and how each command answered it: saved (the saved exit code), finished, or not saved and why. */
+  private String preemptionReport() {
+    List<String> saved = new ArrayList<>();
+    List<String> notSaved = new ArrayList<>();
+    for (Member m : members.values()) {
+      if (saved(m)) {
+        saved.add(m.task.toString());
+      } else if (tracked(m)) {
+        notSaved.add(m.task + (m.exitCode == null ? " (still running)" : " (" + TaskProcess.exitStory(m.exitCode,
+            m.stderrTail).replace("\n  ", " | ") + ")"));
+      }
+    }
+    return preemptionNotice + "; " + (notSaved.isEmpty() ? "every task saved (exit code " + savedExitCode + ")"
+        : (saved.isEmpty() ? "" : "saved by " + String.join(", ", saved) + "; ") + "not saved by "
+            + String.join(", ", notSaved) + ": the next attempt resumes from the last backup");
   }
 
   /** Every task for the status page, in member order; the TF_CONFIG each got once the gang formed. */

@@ -252,7 +252,8 @@ public final class MusterClient implements AutoCloseable {
               .collect(Collectors.joining(", ")))
           .collect(Collectors.joining("; "))
           + (status.get("lost_nodes") instanceof Map<?, ?> lost && !lost.isEmpty()
-              ? " (lost nodes: " + String.join(", ", (java.util.Set<String>) lost.keySet()) + ")" : ""));
+              ? " (lost nodes: " + String.join(", ", (java.util.Set<String>) lost.keySet()) + ")" : "")
+          + (status.get("preemption") instanceof String notice ? "; " + notice + ": saving" : ""));
     } catch (IOException | RuntimeException e) {
       return Optional.empty(); // the page is not up yet, or the master is gone
     } catch (InterruptedException e) {

@@ -55,7 +55,8 @@ final class RuntimeStaging {
       }
     }
     return new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
-        job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), List.of("*"), shipped, job.placement());
+        job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), List.of("*"), shipped, job.placement(),
+        job.preemption());
   }
 
   /** A class directory as a jar, its entries in a fixed order with fixed times, so equal contents hash equally. */

@@ -134,11 +134,13 @@ public final class TaskExecutor {
     AtomicReference<HeartbeatResponse.Action> endedBy = new AtomicReference<>();
     log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type),
         attempt + 1);
+    // The shell traps the preemption signal, which goes to the whole process group: it lives on for
+    // its child, the training command, to save and exit with its own code.
     try (TaskProcess process = TaskProcess.start(task.toString(), List.of("/bin/sh", "-c",
-        job.commands().get(type)), env, containerDir,
+        "trap : " + job.preemption().signal() + "; " + job.commands().get(type)), env, containerDir,
         (stream, line) -> (stream == TaskProcess.Stream.STDOUT ? out : err).println(line), 30, GRACE)) {
-      Thread heartbeats = new Thread(() -> heartbeat(stub, ref, task, process, endedBy), "muster-heartbeat-"
-          + task.job() + "-" + task.index());
+      Thread heartbeats = new Thread(() -> heartbeat(stub, ref, task, process, job.preemption().signal(), endedBy),
+          "muster-heartbeat-" + task.job() + "-" + task.index());
       heartbeats.setDaemon(true);
       heartbeats.start();
       int code = process.waitFor(Duration.ofDays(365 * 100)).orElseThrow();
@@ -160,17 +162,27 @@ public final class TaskExecutor {
     }
   }
 
-  /** Until the command exits: ask the master every second; end the command when told, or when the master is lost. */
+  /**
+   * Until the command exits: ask the master every second; pass a preemption notice on once, as the
+   * job's preemption signal; end the command when told, or when the master is lost.
+   */
   private static void heartbeat(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task,
-      TaskProcess process, AtomicReference<HeartbeatResponse.Action> endedBy) {
+      TaskProcess process, String preemptionSignal, AtomicReference<HeartbeatResponse.Action> endedBy) {
     Instant lastAnswer = Instant.now();
+    boolean noticeSent = false;
     while (!Thread.currentThread().isInterrupted()) {
       try {
         Thread.sleep(HEARTBEAT.toMillis());
         HeartbeatResponse reply = stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
             .heartbeat(HeartbeatRequest.newBuilder().setTask(ref).build());
         lastAnswer = Instant.now();
-        if (reply.getAction() != HeartbeatResponse.Action.CONTINUE) {
+        if (reply.getAction() == HeartbeatResponse.Action.PREEMPT) {
+          if (!noticeSent) {
+            log.warn("{}: {}; sending the command SIG{} to save and leave", task, reply.getReason(), preemptionSignal);
+            process.signal(preemptionSignal);
+            noticeSent = true;
+          }
+        } else if (reply.getAction() != HeartbeatResponse.Action.CONTINUE) {
           log.info("{}: the master says {}: {}", task, reply.getAction(), reply.getReason());
           endedBy.set(reply.getAction());
           process.close();

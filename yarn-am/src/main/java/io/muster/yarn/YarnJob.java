@@ -34,11 +34,39 @@ import java.util.Set;
  * @param classpath the jars and directories of Muster's runtime, as every NodeManager sees them
  * @param shipped files and archives every container gets in its working directory
  * @param placement where the containers may run and how long the application may live
+ * @param preemption how a command hears that YARN will take a container, and how it says it saved
  */
 public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
     Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Rerun rerun,
     Duration gangTimeout, Optional<String> outputDir, List<String> classpath, List<Shipped> shipped,
-    Placement placement) {
+    Placement placement, OnPreemption preemption) {
+
+  /** A job with {@link OnPreemption#TENSORFLOW}'s answer to a preemption notice. */
+  public YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
+      Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Rerun rerun,
+      Duration gangTimeout, Optional<String> outputDir, List<String> classpath, List<Shipped> shipped,
+      Placement placement) {
+    this(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir, classpath,
+        shipped, placement, OnPreemption.TENSORFLOW);
+  }
+
+  /**
+   * When YARN announces it will take a container of the gang, every command of the attempt is sent
+   * {@code signal} (to its whole process group); a command that then exits with {@code savedExitCode}
+   * saved for the preemption.
+   */
+  public record OnPreemption(String signal, int savedExitCode) {
+    /** What TensorFlow's {@code PreemptionCheckpointHandler} does by default: saves on SIGTERM, then exits with 42. */
+    public static final OnPreemption TENSORFLOW = new OnPreemption("TERM", 42);
+
+    public OnPreemption {
+      signal = io.muster.launch.TaskProcess.signalName(signal);
+      if (savedExitCode < 1 || savedExitCode > 125) {
+        throw new IllegalArgumentException("the exit code that says a command saved for preemption must be 1 to 125 "
+            + "(0 is success; above 125 the shell's own codes), was " + savedExitCode);
+      }
+    }
+  }
 
   /**
    * @param nodeLabel the node-label expression for every container, the master's included
@@ -159,6 +187,7 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     if (gangTimeout.isNegative() || gangTimeout.isZero()) {
       throw new IllegalArgumentException("the gang timeout must be positive, was " + gangTimeout);
     }
+    java.util.Objects.requireNonNull(preemption, "preemption");
     classpath = List.copyOf(classpath);
     shipped = List.copyOf(shipped);
     if (shipped.stream().map(Shipped::name).distinct().count() != shipped.size()) {
@@ -169,12 +198,12 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
 
   public YarnJob withOutputDir(String dir) {
     return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout,
-        Optional.of(dir), classpath, shipped, placement);
+        Optional.of(dir), classpath, shipped, placement, preemption);
   }
 
   public YarnJob withShipped(List<Shipped> files) {
     return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
-        classpath, files, placement);
+        classpath, files, placement, preemption);
   }
 
   public String toJson() {
@@ -199,6 +228,8 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         "size", f.size(), "modified", f.modified())).toList());
     out.put("node_label", placement.nodeLabel().orElse(null));
     out.put("lifetime_s", placement.lifetime().map(Duration::toSeconds).orElse(null));
+    out.put("preemption_signal", preemption.signal());
+    out.put("preemption_exit_code", preemption.savedExitCode());
     return Json.write(out);
   }
 
@@ -244,7 +275,8 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
             (String) f.get("uri"), (Boolean) f.get("archive"), ((BigDecimal) f.get("size")).longValueExact(),
             ((BigDecimal) f.get("modified")).longValueExact())).toList(),
         new Placement(Optional.ofNullable((String) in.get("node_label")),
-            Optional.ofNullable((BigDecimal) in.get("lifetime_s")).map(d -> Duration.ofSeconds(d.longValueExact()))));
+            Optional.ofNullable((BigDecimal) in.get("lifetime_s")).map(d -> Duration.ofSeconds(d.longValueExact()))),
+        new OnPreemption((String) in.get("preemption_signal"), number(in.get("preemption_exit_code"))));
   }
 
   private static int number(Object raw) {

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 class AttemptTest {
 
   private static Attempt twoWorkers() {
-    Attempt attempt = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1));
+    Attempt attempt = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1), 42);
     assertEquals(Optional.of(new TaskId("worker", 0)), attempt.assign(TaskType.WORKER, "c1", "h1", "l1"));
     assertEquals(Optional.of(new TaskId("worker", 1)), attempt.assign(TaskType.WORKER, "c2", "h2", "l2"));
     assertEquals(Optional.empty(), attempt.assign(TaskType.WORKER, "c3", "h3", "l3"), "a surplus container");
@@ -35,6 +35,65 @@ class AttemptTest {
     assertEquals(Optional.of("YARN took the container away"), attempt.lostToCluster());
     assertEquals("worker 1 on h2 (container c2) exited with code -102; the last line of its stderr:\n"
         + "  the container ended (YARN exit status -102): preempted by the scheduler", attempt.failureReport());
+  }
+
+  @Test
+  void aPreemptionNoticeIsDeliveredUntilACommandExitsThenTheAttemptEndsUncountedSayingWhoSaved() {
+    Attempt attempt = twoWorkers();
+    TaskId worker0 = new TaskId("worker", 0);
+    TaskId worker1 = new TaskId("worker", 1);
+    attempt.register(worker0, HostPort.parse("h1:1"));
+    attempt.register(worker1, HostPort.parse("h2:1"));
+    assertEquals(Optional.empty(), attempt.preemptionAnnounced(List.of("another-apps-container")));
+    String notice = "preemption notice for worker 1 (container c2 on h2)";
+    assertEquals(Optional.of(notice), attempt.preemptionAnnounced(List.of("c2", "c9")));
+    assertEquals(Optional.empty(), attempt.preemptionAnnounced(List.of("c2")), "one notice an attempt");
+    assertEquals(Optional.of(notice), attempt.preemptionToDeliver());
+
+    attempt.exited(worker1, 42, List.of("saved after step 7 of epoch 2"));
+    assertEquals(Optional.of(new EndOfJob.Failed(worker1, 42)), attempt.failureToActOn(),
+        "after a notice no cause window: the notice is the cause");
+    attempt.abortForFailure();
+    assertEquals(Optional.empty(), attempt.preemptionToDeliver(), "the attempt is over: ABORT, not PREEMPT");
+    assertEquals(Optional.of(notice + "; worker 1 exited with code 42 (saved); the attempt ends"),
+        attempt.abortReason());
+    assertEquals(notice + "; saved by worker 1; not saved by worker 0 (still running): the next attempt resumes from "
+        + "the last backup", attempt.failureReport());
+    attempt.exited(worker0, 42, List.of(), true);
+    assertTrue(attempt.preempted());
+    assertFalse(attempt.endedByOwnFailure());
+    assertEquals(Optional.of("YARN preempted it"), attempt.lostToCluster(), "it does not count");
+    assertTrue(attempt.savedForPreemption());
+    assertEquals(notice + "; every task saved (exit code 42)", attempt.failureReport());
+  }
+
+  @Test
+  void aTaskThatIgnoresTheNoticeIsKilledByYarnAndTheReportSaysItDidNotSave() {
+    Attempt attempt = twoWorkers();
+    attempt.register(new TaskId("worker", 0), HostPort.parse("h1:1"));
+    attempt.register(new TaskId("worker", 1), HostPort.parse("h2:1"));
+    attempt.preemptionAnnounced(List.of("c1"));
+    attempt.containerCompleted("c1", ContainerExitStatus.PREEMPTED, "Container preempted by scheduler");
+    attempt.abortForFailure();
+    attempt.exited(new TaskId("worker", 1), 42, List.of());
+    assertTrue(attempt.preempted());
+    assertFalse(attempt.savedForPreemption());
+    assertEquals("preemption notice for worker 0 (container c1 on h1); saved by worker 1; not saved by worker 0 "
+        + "(exited with code -102; the last line of its stderr: | the container ended (YARN exit status -102): "
+        + "Container preempted by scheduler): the next attempt resumes from the last backup", attempt.failureReport());
+  }
+
+  @Test
+  void aNoticeBeforeTheGangFormsEndsTheAttemptAtOnceUncounted() {
+    Attempt attempt = twoWorkers();
+    attempt.register(new TaskId("worker", 0), HostPort.parse("h1:1"));
+    attempt.preemptionAnnounced(List.of("c1"));
+    assertEquals(Optional.of("preemption notice for worker 0 (container c1 on h1) before the gang formed; ending "
+        + "the attempt"), attempt.abortReason());
+    assertEquals(Optional.empty(), attempt.preemptionToDeliver(), "no command runs yet: nothing to tell");
+    assertTrue(attempt.preempted());
+    assertFalse(attempt.endedByOwnFailure());
+    assertEquals(attempt.abortReason().get(), attempt.failureReport());
   }
 
   @Test

@@ -42,7 +42,7 @@ class GangEndpointTest {
   @Test
   void aCallWithoutTheJobsTokenIsRefusedAndNothingRegisters() {
     GangEndpoint endpoint = new GangEndpoint();
-    Attempt attempt = new Attempt(0, GangSpec.workers(1), Duration.ofMinutes(1));
+    Attempt attempt = new Attempt(0, GangSpec.workers(1), Duration.ofMinutes(1), 42);
     attempt.assign(TaskType.WORKER, "container_1", "127.0.0.1", "http://127.0.0.1/logs");
     endpoint.start(attempt);
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
@@ -60,7 +60,7 @@ class GangEndpointTest {
   @Test
   void theGangFormsForItsOwnContainersAndRefusesAnotherAttemptsExecutor() {
     GangEndpoint endpoint = new GangEndpoint();
-    Attempt attempt = new Attempt(1, GangSpec.of(1, 1, 1, 0), Duration.ofMinutes(1));
+    Attempt attempt = new Attempt(1, GangSpec.of(1, 1, 1, 0), Duration.ofMinutes(1), 42);
     attempt.assign(TaskType.PS, "c-ps", "h", "http://h/ps");
     attempt.assign(TaskType.CHIEF, "c-chief", "h", "http://h/chief");
     attempt.assign(TaskType.WORKER, "c-worker", "h", "http://h/worker");

@@ -83,7 +83,8 @@ public final class LocalYarn implements AutoCloseable {
 
   /**
    * Starts the cluster with {@code settings} (Kerberos principals and keytabs, for one) applied to
-   * its namenode, datanode, ResourceManager and NodeManagers.
+   * its namenode, datanode, ResourceManager and NodeManagers; its scheduler is FIFO unless they name
+   * another (the capacity scheduler with its queues, for preemption).
    */
   public static LocalYarn start(Path dir, boolean temporary, Configuration settings) throws IOException {
     Files.createDirectories(dir);
@@ -102,7 +103,9 @@ public final class LocalYarn implements AutoCloseable {
     hdfs.waitActive();
     YarnConfiguration conf = new YarnConfiguration(hdfs.getConfiguration(0));
     conf.set("fs.defaultFS", hdfs.getFileSystem().getUri().toString());
-    conf.setClass(YarnConfiguration.RM_SCHEDULER, FifoScheduler.class, Object.class);
+    if (settings.get(YarnConfiguration.RM_SCHEDULER) == null) {
+      conf.setClass(YarnConfiguration.RM_SCHEDULER, FifoScheduler.class, Object.class);
+    }
     conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
     conf.setInt(YarnConfiguration.NM_PMEM_MB, NODE_MEMORY_MB);
     conf.setInt(YarnConfiguration.YARN_MINICLUSTER_NM_PMEM_MB, NODE_MEMORY_MB);

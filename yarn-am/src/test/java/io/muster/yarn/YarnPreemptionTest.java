@@ -1,0 +1,194 @@
+package io.muster.yarn;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.muster.cluster.TaskType;
+import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
+import io.muster.testing.Eventually;
+import io.muster.yarn.local.LocalYarn;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationReport;
+import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Preemption on {@link LocalYarn} run by the capacity scheduler: queues {@code a} and {@code b},
+ * half the cluster each, either may take all of it while the other does not need it, and the
+ * preemption monitor takes back what a queue is owed. A Muster gang runs over its share in
+ * {@code a}; another job claims {@code b}'s; YARN announces it will take one of the gang's
+ * containers, and kills it after {@value #GRACE_MS} ms.
+ */
+class YarnPreemptionTest {
+
+  private static final Duration LIMIT = Duration.ofMinutes(3);
+  /** How long YARN waits between its preemption notice and the kill ({@code max_wait_before_kill}). */
+  private static final long GRACE_MS = 8000;
+  /** Each gang container: two fit the cluster beside the masters, and a third (the other queue's) only by preemption. */
+  private static final int CONTAINER_MB = 3000;
+  private static LocalYarn local;
+  private static MusterClient client;
+
+  @BeforeAll
+  static void start() throws Exception {
+    Configuration settings = new Configuration(false);
+    settings.set(YarnConfiguration.RM_SCHEDULER,
+        "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler");
+    String root = "yarn.scheduler.capacity.root.";
+    settings.set(root + "queues", "a,b");
+    for (String queue : List.of("a", "b")) {
+      settings.set(root + queue + ".capacity", "50");
+      settings.set(root + queue + ".maximum-capacity", "100");
+      settings.set(root + queue + ".user-limit-factor", "100");
+    }
+    settings.set("yarn.scheduler.capacity.maximum-am-resource-percent", "0.5");
+    settings.setBoolean(YarnConfiguration.RM_SCHEDULER_ENABLE_MONITORS, true);
+    String preemption = "yarn.resourcemanager.monitor.capacity.preemption.";
+    settings.set(preemption + "monitoring_interval", "500");
+    settings.set(preemption + "max_wait_before_kill", String.valueOf(GRACE_MS));
+    settings.set(preemption + "total_preemption_per_round", "1.0");
+    settings.set(preemption + "natural_termination_factor", "1.0");
+    local = LocalYarn.start(Path.of("target", "local-yarn-" + YarnPreemptionTest.class.getSimpleName()), false,
+        settings);
+    client = new MusterClient(local.configuration());
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    client.close();
+    local.close();
+  }
+
+  private static YarnJob job(String queue, GangSpec gang, String command, Optional<String> outputDir) {
+    Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
+    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
+    for (TaskType type : gang.types()) {
+      resources.put(type, new YarnJob.Resources(CONTAINER_MB, 1, 0));
+      commands.put(type, command);
+    }
+    return new YarnJob("muster-preemption-test", queue, gang, resources, commands, Map.of(), 1, Rerun.CLUSTER_FAILURES,
+        Duration.ofMinutes(2), outputDir, List.of(System.getProperty("java.class.path").split(":")), List.of(),
+        YarnJob.Placement.ANYWHERE);
+  }
+
+  private static String javaWorker(String... args) {
+    return Path.of(System.getProperty("java.home"), "bin", "java") + " -Xmx128m -cp "
+        + System.getProperty("java.class.path") + " " + YarnJavaWorker.class.getName() + " " + String.join(" ", args);
+  }
+
+  private static List<String> containerLines(ApplicationId id) throws java.io.IOException {
+    List<String> lines = new ArrayList<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      lines.addAll(Files.readAllLines(log));
+    }
+    return lines;
+  }
+
+  /**
+   * The Java runtime's gang saves at the step it agrees on when YARN announces the preemption, and
+   * leaves; once the other queue's job is done the gang runs again, resumes at that step, and ends
+   * with the weights of an uninterrupted run. The attempt does not count against the job's one.
+   */
+  @Test
+  void aPreemptedJavaGangSavesAtAnAgreedStepResumesThereAndEndsAsAnUninterruptedRun() throws Exception {
+    String hdfs = local.configuration().get("fs.defaultFS");
+    GangSpec gang = GangSpec.of(1, 1, 0, 0);
+    ApplicationId baseline = client.submit(job("a", gang, javaWorker("preemptible", "0"),
+        Optional.of(hdfs + "/jobs/uninterrupted")));
+    ApplicationReport uninterrupted = client.follow(baseline, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, uninterrupted.getFinalApplicationStatus(),
+        uninterrupted.getDiagnostics());
+    List<String> expected = weights(containerLines(baseline));
+    assertEquals(2, expected.size(), "chief and worker printed their weights");
+
+    ApplicationId id = client.submit(job("a", gang, javaWorker("preemptible", "150"),
+        Optional.of(hdfs + "/jobs/preempted")));
+    List<String> progress = new CopyOnWriteArrayList<>();
+    CompletableFuture<ApplicationReport> followed = follow(id, progress);
+    Eventually.within(LIMIT, "the gang of attempt 1 runs: " + progress,
+        () -> progress.stream().anyMatch(l -> l.contains("attempt 1: 1 chief running; 1 worker running")));
+    Thread.sleep(2000); // into its training: 4 epochs of 20 steps of 150 ms
+    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 8", Optional.empty()));
+    ApplicationReport report = followed.get();
+    ApplicationReport otherReport = client.follow(other, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, otherReport.getFinalApplicationStatus(), otherReport.getDiagnostics());
+
+    String diagnostics = report.getDiagnostics();
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
+    assertTrue(diagnostics.matches("(?s)succeeded on attempt 2 \\(1 of 1 that count\\) after 1 preemption; every task "
+        + "saved; earlier attempts were preempted:\nattempt 1 of 1 preempted: preemption notice for (chief|worker) 0 "
+        + "\\(container \\S+ on \\S+\\); every task saved \\(exit code 42\\) \\(this attempt does not count\\)"),
+        diagnostics);
+
+    List<String> lines = containerLines(id);
+    List<String> saved = lines.stream().filter(l -> l.startsWith("preempted: saved after step ")).distinct().toList();
+    assertEquals(1, saved.size(), "both tasks saved at one step: " + saved);
+    Matcher at = Pattern.compile("preempted: saved after step (\\d+) of epoch (\\d+) .*").matcher(saved.get(0));
+    assertTrue(at.matches(), saved.get(0));
+    int step = Integer.parseInt(at.group(1));
+    int epoch = Integer.parseInt(at.group(2));
+    String resumed = step == 20 ? "attempt 1 starts at epoch " + epoch
+        : "attempt 1 starts at epoch " + (epoch - 1) + " step " + step;
+    assertEquals(2, lines.stream().filter(resumed::equals).count(), "both resumed where they saved, '" + resumed
+        + "': " + lines.stream().filter(l -> l.startsWith("attempt")).toList());
+    assertEquals(expected, weights(lines), "the weights of the uninterrupted run");
+  }
+
+  /**
+   * A command that ignores the notice is killed when YARN's wait is over; the attempt still does not
+   * count, the report says who did not save, and the next attempt runs.
+   */
+  @Test
+  void aCommandThatIgnoresTheNoticeIsKilledByYarnAndTheAttemptStillDoesNotCount() throws Exception {
+    ApplicationId id = client.submit(job("a", GangSpec.workers(2), "trap '' TERM; echo \"attempt $MUSTER_ATTEMPT "
+        + "ran\"; if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi", Optional.empty()));
+    List<String> progress = new CopyOnWriteArrayList<>();
+    CompletableFuture<ApplicationReport> followed = follow(id, progress);
+    Eventually.within(LIMIT, "the gang of attempt 1 runs",
+        () -> progress.stream().anyMatch(l -> l.contains("attempt 1: 2 workers running")));
+    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 2", Optional.empty()));
+    ApplicationReport report = followed.get();
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(other, LIMIT, line -> { }).getFinalApplicationStatus());
+
+    String diagnostics = report.getDiagnostics();
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
+    assertTrue(diagnostics.startsWith("succeeded on attempt 2 (1 of 1 that count) after 1 preemption; every task "
+        + "saved in 0 of them; earlier attempts were preempted:\nattempt 1 of 1 preempted: preemption notice for "
+        + "worker "), diagnostics);
+    assertTrue(diagnostics.matches("(?s).*; not saved by .*worker [01] \\(exited with code -102; .*YARN exit status "
+        + "-102.*: the next attempt resumes from the last backup \\(this attempt does not count\\)"), diagnostics);
+    assertTrue(containerLines(id).containsAll(List.of("attempt 0 ran", "attempt 1 ran")));
+  }
+
+  /** Follows the job on another thread, its progress lines into {@code progress}. */
+  private static CompletableFuture<ApplicationReport> follow(ApplicationId id, List<String> progress) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return client.follow(id, LIMIT, progress::add);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    });
+  }
+
+  private static List<String> weights(List<String> lines) {
+    return lines.stream().filter(l -> l.startsWith("weights-sha256 ")).sorted().toList();
+  }
+}
