@@ -28,6 +28,8 @@ import org.apache.hadoop.yarn.api.records.ContainerExitStatus;
 final class Attempt {
   /** How long past the deadline a waiting executor is kept for the master's abort, which says why. */
   private static final Duration ABORT_GRACE = Duration.ofSeconds(5);
+  /** How long, after a command saved for a preemption, the others have to save and exit by themselves. */
+  static final Duration SAVED_PEERS_WAIT = Duration.ofSeconds(15);
 
   /** What the master knows of one task. */
   static final class Member {
@@ -271,11 +273,19 @@ final class Attempt {
 
   /**
    * The failure the master is to act on now: a cluster's failure at once, a command's own once
-   * {@link Rerun#CAUSE_WINDOW} has passed without a cluster's failure taken for its cause.
+   * {@link Rerun#CAUSE_WINDOW} has passed without a cluster's failure taken for its cause. After a
+   * preemption notice, a command that saved is followed by the others' own exits (TensorFlow's
+   * chief leaves last, after its peers, and would not outlive the SIGTERM of an abort), for up to
+   * {@link #SAVED_PEERS_WAIT}; any other exit is acted on at once.
    */
   synchronized Optional<EndOfJob.Failed> failureToActOn() {
-    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed) || (failed.isCommandsOwn() && !preempted()
-        && Instant.now().isBefore(failedAt.plus(Rerun.CAUSE_WINDOW)))) {
+    if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)) {
+      return Optional.empty();
+    }
+    Instant now = Instant.now();
+    if (preempted() ? failed.exitCode() == savedExitCode && members.values().stream().filter(this::tracked)
+            .anyMatch(m -> m.exitCode == null) && now.isBefore(failedAt.plus(SAVED_PEERS_WAIT))
+        : failed.isCommandsOwn() && now.isBefore(failedAt.plus(Rerun.CAUSE_WINDOW))) {
       return Optional.empty();
     }
     return Optional.of(failed);

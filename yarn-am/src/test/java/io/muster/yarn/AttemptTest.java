@@ -51,9 +51,8 @@ class AttemptTest {
     assertEquals(Optional.of(notice), attempt.preemptionToDeliver());
 
     attempt.exited(worker1, 42, List.of("saved after step 7 of epoch 2"));
-    assertEquals(Optional.of(new EndOfJob.Failed(worker1, 42)), attempt.failureToActOn(),
-        "after a notice no cause window: the notice is the cause");
-    attempt.abortForFailure();
+    assertEquals(Optional.empty(), attempt.failureToActOn(), "worker 0 is given time to save and exit by itself");
+    attempt.abortForFailure(); // what the master does once that time is up
     assertEquals(Optional.empty(), attempt.preemptionToDeliver(), "the attempt is over: ABORT, not PREEMPT");
     assertEquals(Optional.of(notice + "; worker 1 exited with code 42 (saved); the attempt ends"),
         attempt.abortReason());
@@ -74,6 +73,8 @@ class AttemptTest {
     attempt.register(new TaskId("worker", 1), HostPort.parse("h2:1"));
     attempt.preemptionAnnounced(List.of("c1"));
     attempt.containerCompleted("c1", ContainerExitStatus.PREEMPTED, "Container preempted by scheduler");
+    assertEquals(Optional.of(new EndOfJob.Failed(new TaskId("worker", 0), ContainerExitStatus.PREEMPTED)),
+        attempt.failureToActOn(), "not a save: the attempt ends at once");
     attempt.abortForFailure();
     attempt.exited(new TaskId("worker", 1), 42, List.of());
     assertTrue(attempt.preempted());

@@ -7,6 +7,7 @@ import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
+import io.muster.testing.PythonTensorFlow;
 import io.muster.yarn.local.LocalYarn;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,6 +29,7 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Preemption on {@link LocalYarn} run by the capacity scheduler: queues {@code a} and {@code b},
@@ -77,13 +79,19 @@ class YarnPreemptionTest {
   }
 
   private static YarnJob job(String queue, GangSpec gang, String command, Optional<String> outputDir) {
+    return job(queue, gang, command, outputDir, Map.of());
+  }
+
+  private static YarnJob job(String queue, GangSpec gang, String command, Optional<String> outputDir,
+      Map<String, String> environment) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
     for (TaskType type : gang.types()) {
       resources.put(type, new YarnJob.Resources(CONTAINER_MB, 1, 0));
       commands.put(type, command);
     }
-    return new YarnJob("muster-preemption-test", queue, gang, resources, commands, Map.of(), 1, Rerun.CLUSTER_FAILURES,
+    return new YarnJob("muster-preemption-test", queue, gang, resources, commands, environment, 1,
+        Rerun.CLUSTER_FAILURES,
         Duration.ofMinutes(2), outputDir, List.of(System.getProperty("java.class.path").split(":")), List.of(),
         YarnJob.Placement.ANYWHERE);
   }
@@ -175,6 +183,73 @@ class YarnPreemptionTest {
     assertTrue(diagnostics.matches("(?s).*; not saved by .*worker [01] \\(exited with code -102; .*YARN exit status "
         + "-102.*: the next attempt resumes from the last backup \\(this attempt does not count\\)"), diagnostics);
     assertTrue(containerLines(id).containsAll(List.of("attempt 0 ran", "attempt 1 ran")));
+  }
+
+  /** The container logs' lines so far; none where a log is being written or moved as it is read. */
+  private static List<String> linesSoFar(ApplicationId id) {
+    try {
+      return containerLines(id);
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      return List.of();
+    }
+  }
+
+  /**
+   * Real TensorFlow's own answer: {@code PreemptionCheckpointHandler} saves on the SIGTERM the
+   * executors pass on, at a step the workers agree on through TensorFlow's coordination service, and
+   * exits with 42; the next attempt's handler restores there. No step is trained twice, and the
+   * weights are an uninterrupted run's.
+   */
+  @Test
+  void realTensorFlowsPreemptionCheckpointHandlerSavesOnTheNoticeAndTheNextAttemptResumesThere(@TempDir Path dir)
+      throws Exception {
+    Path python = PythonTensorFlow.python();
+    Path script = dir.resolve("preemption_train.py");
+    try (var in = YarnPreemptionTest.class.getResourceAsStream("/preemption_train.py")) {
+      Files.copy(in, script);
+    }
+    // The handler asks the GCE metadata server whether it runs on Google's cloud: a closed port on
+    // the loopback says no at once, and the test talks to nothing beyond this machine.
+    Map<String, String> environment = Map.of("GCE_METADATA_IP", "127.0.0.1:1", "TF_CPP_MIN_LOG_LEVEL", "2");
+    GangSpec gang = GangSpec.of(1, 1, 0, 0);
+    ApplicationId baseline = client.submit(job("a", gang, python + " " + script + " 0",
+        Optional.of(dir.resolve("uninterrupted").toString()), environment));
+    ApplicationReport uninterrupted = client.follow(baseline, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, uninterrupted.getFinalApplicationStatus(),
+        uninterrupted.getDiagnostics());
+    List<String> expected = weights(containerLines(baseline));
+    assertEquals(2, expected.size(), "chief and worker printed their weights: " + containerLines(baseline));
+
+    ApplicationId id = client.submit(job("a", gang, python + " " + script + " 0.2",
+        Optional.of(dir.resolve("preempted").toString()), environment));
+    CompletableFuture<ApplicationReport> followed = follow(id, new CopyOnWriteArrayList<>());
+    // into its training, with the handler installed: a SIGTERM before then would end the process
+    Eventually.within(LIMIT, "both tasks trained 5 steps",
+        () -> linesSoFar(id).stream().filter(l -> l.equals("step 5 done")).count() == 2);
+    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 8", Optional.empty()));
+    ApplicationReport report = followed.get();
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(other, LIMIT, line -> { }).getFinalApplicationStatus());
+
+    String diagnostics = report.getDiagnostics();
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
+    assertTrue(diagnostics.matches("(?s)succeeded on attempt 2 \\(1 of 1 that count\\) after 1 preemption; every task "
+        + "saved; .*every task saved \\(exit code 42\\) \\(this attempt does not count\\)"), diagnostics);
+    List<String> lines = containerLines(id);
+    List<String> resumed = lines.stream().filter(l -> l.startsWith("attempt 1 starts at step ")).distinct().toList();
+    assertEquals(1, resumed.size(), "both tasks resumed at one step: " + resumed);
+    int savedAt = Integer.parseInt(resumed.get(0).substring("attempt 1 starts at step ".length()));
+    // the steps attempt 1 trains again: none, where the epoch backup alone would repeat the epoch's
+    int lastDoneBefore = 0;
+    for (Path log : local.containerLogs(id.toString())) {
+      List<String> own = Files.readAllLines(log);
+      if (own.contains("attempt 0 starts at step 0")) {
+        lastDoneBefore = Math.max(lastDoneBefore, own.stream().filter(l -> l.matches("step \\d+ done"))
+            .mapToInt(l -> Integer.parseInt(l.split(" ")[1])).max().orElse(0));
+      }
+    }
+    assertTrue(savedAt > 5 && savedAt < 80, "saved mid-run: " + resumed);
+    assertEquals(lastDoneBefore, savedAt, "no step done before the save is trained again");
+    assertEquals(expected, weights(lines), "the weights of the uninterrupted run");
   }
 
   /** Follows the job on another thread, its progress lines into {@code progress}. */
