@@ -1,5 +1,6 @@
 package io.muster.checkpoint;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -86,6 +87,46 @@ class BackupAndRestoreTest {
     BackupAndRestore.ResumePoint point = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
         BackupAndRestore.everySteps(5)).restore(1, 100, W).orElseThrow();
     assertEquals(List.of(0, 10, 10f), List.of(point.epoch(), point.step(), point.variables().get("w").floats()[0]));
+  }
+
+  /**
+   * A notice that comes while a backup is being written (step 5's, 0-based 4) is acted on at the
+   * next step; another while the preemption's own backup is written changes nothing: one save, one
+   * {@link PreemptedException}, and a backup that restores.
+   */
+  @Test
+  void noticesThatArriveDuringSavesGiveOneSaveAtTheNextStepAndAWholeBackup() throws Exception {
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Path dir = new Path(tmp.resolve("during-saves").toUri());
+    TaskId task = new TaskId("worker", 0);
+    Security security = Security.of(LocalCluster.TOKEN);
+    int[] suppliedAt = new int[2];
+    try (TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), security);
+        MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
+            .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), task)
+            .security(security).server(server).build();
+        BackupAndRestore backup = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
+            BackupAndRestore.everySteps(5)).saveOnPreemption(strategy.preemption())) {
+      float[] w = {0};
+      int[] saves = {0};
+      PreemptedException left = assertThrows(PreemptedException.class, () -> {
+        for (int step = 0; step < 100; step++) {
+          w[0] += 1;
+          int current = step;
+          backup.onStepEnd(0, step, () -> {
+            suppliedAt[saves[0]++] = current;
+            strategy.preemption().notice("a notice during the backup of step " + current); // mid-save
+            return Map.of("w", Tensor.ofFloats(new long[] {1}, w[0]));
+          });
+        }
+      });
+      assertEquals("saved after step 6 of epoch 1 for preemption; run again to resume there", left.getMessage());
+      assertEquals(2, saves[0], "the periodic backup and the preemption's, no third");
+    }
+    assertArrayEquals(new int[] {4, 5}, suppliedAt);
+    BackupAndRestore.ResumePoint point = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
+        BackupAndRestore.everySteps(5)).restore(1, 100, W).orElseThrow();
+    assertEquals(List.of(0, 6, 6f), List.of(point.epoch(), point.step(), point.variables().get("w").floats()[0]));
   }
 
   @Test

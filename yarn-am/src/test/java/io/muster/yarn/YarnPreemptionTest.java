@@ -222,7 +222,8 @@ class YarnPreemptionTest {
 
     ApplicationId id = client.submit(job("a", gang, python + " " + script + " 0.2",
         Optional.of(dir.resolve("preempted").toString()), environment));
-    CompletableFuture<ApplicationReport> followed = follow(id, new CopyOnWriteArrayList<>());
+    List<String> progress = new CopyOnWriteArrayList<>();
+    CompletableFuture<ApplicationReport> followed = follow(id, progress);
     // into its training, with the handler installed: a SIGTERM before then would end the process
     Eventually.within(LIMIT, "both tasks trained 5 steps",
         () -> linesSoFar(id).stream().filter(l -> l.equals("step 5 done")).count() == 2);
@@ -234,6 +235,8 @@ class YarnPreemptionTest {
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
     assertTrue(diagnostics.matches("(?s)succeeded on attempt 2 \\(1 of 1 that count\\) after 1 preemption; every task "
         + "saved; .*every task saved \\(exit code 42\\) \\(this attempt does not count\\)"), diagnostics);
+    assertTrue(progress.stream().anyMatch(line -> line.matches("\\S+ attempt 1: .*; preemption notice for (chief|worker) 0 "
+        + "\\(container \\S+ on \\S+\\): saving")), "the submitter heard of the notice while the gang saved: " + progress);
     List<String> lines = containerLines(id);
     List<String> resumed = lines.stream().filter(l -> l.startsWith("attempt 1 starts at step ")).distinct().toList();
     assertEquals(1, resumed.size(), "both tasks resumed at one step: " + resumed);
