@@ -338,7 +338,6 @@ public final class ApplicationMaster {
           log.warn("attempt {}: {}; {}", attempt.number + 1, notice, attempt.formed()
               ? "every task is sent SIG" + job.preemption().signal() + " to save, and the attempt ends when one exits"
               : "the gang has not formed: ending the attempt");
-          diagnostics = "attempt " + (attempt.number + 1) + ": " + notice;
         });
       }
       for (ContainerStatus status : response.getCompletedContainersStatuses()) {

@@ -77,6 +77,9 @@ final class StatusPage implements AutoCloseable {
     if (diagnostics != null && !diagnostics.toString().isEmpty()) {
       page.append("<pre id=\"diagnostics\">").append(escape(diagnostics)).append("</pre>");
     }
+    if (status.get("preemption") instanceof String notice) {
+      page.append("<p id=\"preemption\"><b>").append(escape(notice)).append("</b>: every task is saving</p>");
+    }
     if (status.get("lost_nodes") instanceof Map<?, ?> lost && !lost.isEmpty()) {
       page.append("<p>nodes left out of the next attempts:</p><ul id=\"lost-nodes\">");
       lost.forEach((node, why) -> page.append("<li><b>").append(escape(node)).append("</b>: ").append(escape(why))
