@@ -248,7 +248,6 @@ public final class TaskProcess implements AutoCloseable {
     return name;
   }
 
-
   /**
    * Ends the command if it still runs: SIGTERM to its process group, SIGKILL after the grace
    * period. Returns once the guard has exited (bounded by the grace period plus a second).

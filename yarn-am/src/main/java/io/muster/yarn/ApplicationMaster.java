@@ -336,7 +336,7 @@ public final class ApplicationMaster {
       if (response.getPreemptionMessage() != null) {
         attempt.preemptionAnnounced(containersNamed(response.getPreemptionMessage())).ifPresent(notice -> {
           log.warn("attempt {}: {}; {}", attempt.number + 1, notice, attempt.formed()
-              ? "every task is sent SIG" + job.preemption().signal() + " to save, and the attempt ends when one exits"
+              ? "every task is sent SIG" + job.preemption().signal() + " to save; the attempt ends once they have exited"
               : "the gang has not formed: ending the attempt");
         });
       }

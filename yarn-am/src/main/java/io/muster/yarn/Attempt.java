@@ -125,10 +125,13 @@ final class Attempt {
     return preemptionNotice != null && lostToCluster != null;
   }
 
-  /** Whether every tracked command that ran exited saying it saved, or succeeded; false without a notice. */
+  /**
+   * Whether the preemption lost nothing: every tracked command exited saying it saved (or
+   * succeeded), or the gang had not formed, so no command ran; false without a notice.
+   */
   synchronized boolean savedForPreemption() {
-    return preemptionNotice != null && formedAt != null && members.values().stream().filter(this::tracked)
-        .allMatch(this::saved);
+    return preemptionNotice != null && (formedAt == null || members.values().stream().filter(this::tracked)
+        .allMatch(this::saved));
   }
 
   private boolean saved(Member m) {

@@ -93,6 +93,7 @@ class AttemptTest {
         + "the attempt"), attempt.abortReason());
     assertEquals(Optional.empty(), attempt.preemptionToDeliver(), "no command runs yet: nothing to tell");
     assertTrue(attempt.preempted());
+    assertTrue(attempt.savedForPreemption(), "no command ran: nothing was lost");
     assertFalse(attempt.endedByOwnFailure());
     assertEquals(attempt.abortReason().get(), attempt.failureReport());
   }
