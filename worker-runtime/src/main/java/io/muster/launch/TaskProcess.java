@@ -217,7 +217,8 @@ public final class TaskProcess implements AutoCloseable {
    * Sends {@code signal} ({@code TERM}, {@code SIGUSR1}) to the command's process group, as a
    * terminal sends Ctrl-C to its foreground job, and returns: the command decides what it means (a
    * preemption notice, for one). A {@code /bin/sh -c} wrapper gets it too, and dies of it unless it
-   * traps it ({@code trap : TERM; python3 train.py}), which leaves its child to answer.
+   * traps it: {@code trap exit TERM; python3 train.py} leaves its child to answer, then exits with
+   * the child's code.
    *
    * @throws IllegalArgumentException when {@code signal} is not a signal's name
    */

@@ -109,15 +109,18 @@ class TaskProcessTest {
     }
   }
 
-  /** A shell that traps the signal survives it; its child, in the same process group, answers it. */
+  /**
+   * A shell that traps the signal with {@code exit} survives it while its child, in the same process
+   * group, answers it, then exits with the child's code: the rest of its list does not run.
+   */
   @Test
   void aSignalReachesTheCommandsWholeProcessGroupAndTheCommandDecidesWhatItMeans() throws Exception {
-    try (TaskProcess p = start("trap : TERM; sh -c 'trap \"echo saved; exit 42\" TERM; echo $$ > child; "
-        + "while true; do sleep 0.1; done'", Map.of(), Duration.ofSeconds(5))) {
+    try (TaskProcess p = start("trap exit TERM; sh -c 'trap \"echo saved; exit 42\" TERM; echo $$ > child; "
+        + "while true; do sleep 0.1; done'; echo after", Map.of(), Duration.ofSeconds(5))) {
       long child = Pids.read(dir.resolve("child"), LIMIT);
       p.signal("SIGTERM");
       assertEquals(Optional.of(42), p.waitFor(LIMIT), "the child's own exit code, through the shell: " + lines);
-      assertTrue(lines.contains("STDOUT saved"), lines.toString());
+      assertEquals(List.of("STDOUT saved"), lines, "the child answered; the shell's list went no further");
       assertFalse(Pids.running(child));
       p.signal("TERM"); // after the exit: nothing to send it to, and no error
     }

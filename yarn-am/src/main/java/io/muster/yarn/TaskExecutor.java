@@ -135,9 +135,10 @@ public final class TaskExecutor {
     log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type),
         attempt + 1);
     // The shell traps the preemption signal, which goes to the whole process group: it lives on for
-    // its child, the training command, to save and exit with its own code.
+    // its child, the training command, to save, then exits with the child's code (a list's later
+    // commands do not run; nor after the SIGTERM that ends an aborted attempt).
     try (TaskProcess process = TaskProcess.start(task.toString(), List.of("/bin/sh", "-c",
-        "trap : " + job.preemption().signal() + "; " + job.commands().get(type)), env, containerDir,
+        "trap exit " + job.preemption().signal() + "; " + job.commands().get(type)), env, containerDir,
         (stream, line) -> (stream == TaskProcess.Stream.STDOUT ? out : err).println(line), 30, GRACE)) {
       Thread heartbeats = new Thread(() -> heartbeat(stub, ref, task, process, job.preemption().signal(), endedBy),
           "muster-heartbeat-" + task.job() + "-" + task.index());
