@@ -53,6 +53,16 @@ class BackupAndRestoreTest {
     assertFalse(fs.exists(new Path(dir, "chief")), "the backup is deleted after a successful run");
   }
 
+  private static final TaskId WORKER = new TaskId("worker", 0);
+  private static final Security SECURITY = Security.of(LocalCluster.TOKEN);
+
+  /** A strategy of one worker, whose {@link Preemption} the preemption tests give notices to. */
+  private static MultiWorkerMirroredStrategy oneWorker(TaskServer server) {
+    return MultiWorkerMirroredStrategy.builder()
+        .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), WORKER)
+        .security(SECURITY).server(server).build();
+  }
+
   /**
    * With a one-worker strategy's {@link Preemption}: a notice after step 9 makes step 10 the save
    * step, where the every-5-steps backup also falls; the step is backed up once (ckpt-2, after
@@ -62,12 +72,8 @@ class BackupAndRestoreTest {
   void aPreemptionBacksUpOnceAtTheAgreedStepAndResumesRightAfterIt() throws Exception {
     FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     Path dir = new Path(tmp.resolve("preempted").toUri());
-    TaskId task = new TaskId("worker", 0);
-    Security security = Security.of(LocalCluster.TOKEN);
-    try (TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), security);
-        MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
-            .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), task)
-            .security(security).server(server).build();
+    try (TaskServer server = TaskServer.start(WORKER, new HostPort("127.0.0.1", 0), SECURITY);
+        MultiWorkerMirroredStrategy strategy = oneWorker(server);
         BackupAndRestore backup = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
             BackupAndRestore.everySteps(5)).saveOnPreemption(strategy.preemption())) {
       float[] w = {0};
@@ -98,13 +104,9 @@ class BackupAndRestoreTest {
   void noticesThatArriveDuringSavesGiveOneSaveAtTheNextStepAndAWholeBackup() throws Exception {
     FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
     Path dir = new Path(tmp.resolve("during-saves").toUri());
-    TaskId task = new TaskId("worker", 0);
-    Security security = Security.of(LocalCluster.TOKEN);
     int[] suppliedAt = new int[2];
-    try (TaskServer server = TaskServer.start(task, new HostPort("127.0.0.1", 0), security);
-        MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
-            .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), task)
-            .security(security).server(server).build();
+    try (TaskServer server = TaskServer.start(WORKER, new HostPort("127.0.0.1", 0), SECURITY);
+        MultiWorkerMirroredStrategy strategy = oneWorker(server);
         BackupAndRestore backup = new BackupAndRestore(fs, dir, WritePolicy.SINGLE_WORKER,
             BackupAndRestore.everySteps(5)).saveOnPreemption(strategy.preemption())) {
       float[] w = {0};

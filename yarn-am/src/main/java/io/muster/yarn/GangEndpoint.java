@@ -92,8 +92,9 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
       reply.setAction(HeartbeatResponse.Action.ABORT).setReason(attempt.abortReason().get());
     } else if (attempt.shouldEnd(task)) {
       reply.setAction(HeartbeatResponse.Action.END).setReason("the tasks the job awaits have all finished");
-    } else if (attempt.preemptionToDeliver().isPresent()) {
-      reply.setAction(HeartbeatResponse.Action.PREEMPT).setReason(attempt.preemptionToDeliver().get());
+    } else {
+      attempt.preemptionToDeliver()
+          .ifPresent(notice -> reply.setAction(HeartbeatResponse.Action.PREEMPT).setReason(notice));
     }
     response.onNext(reply.build());
     response.onCompleted();

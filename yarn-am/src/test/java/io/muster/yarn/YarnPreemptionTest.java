@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.hadoop.conf.Configuration;
@@ -118,25 +119,15 @@ class YarnPreemptionTest {
   void aPreemptedJavaGangSavesAtAnAgreedStepResumesThereAndEndsAsAnUninterruptedRun() throws Exception {
     String hdfs = local.configuration().get("fs.defaultFS");
     GangSpec gang = GangSpec.of(1, 1, 0, 0);
-    ApplicationId baseline = client.submit(job("a", gang, javaWorker("preemptible", "0"),
+    List<String> expected = uninterruptedWeights(job("a", gang, javaWorker("preemptible", "0"),
         Optional.of(hdfs + "/jobs/uninterrupted")));
-    ApplicationReport uninterrupted = client.follow(baseline, LIMIT, line -> { });
-    assertEquals(FinalApplicationStatus.SUCCEEDED, uninterrupted.getFinalApplicationStatus(),
-        uninterrupted.getDiagnostics());
-    List<String> expected = weights(containerLines(baseline));
-    assertEquals(2, expected.size(), "chief and worker printed their weights");
 
     ApplicationId id = client.submit(job("a", gang, javaWorker("preemptible", "150"),
         Optional.of(hdfs + "/jobs/preempted")));
-    List<String> progress = new CopyOnWriteArrayList<>();
-    CompletableFuture<ApplicationReport> followed = follow(id, progress);
-    Eventually.within(LIMIT, "the gang of attempt 1 runs: " + progress,
-        () -> progress.stream().anyMatch(l -> l.contains("attempt 1: 1 chief running; 1 worker running")));
-    Thread.sleep(2000); // into its training: 4 epochs of 20 steps of 150 ms
-    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 8", Optional.empty()));
-    ApplicationReport report = followed.get();
-    ApplicationReport otherReport = client.follow(other, LIMIT, line -> { });
-    assertEquals(FinalApplicationStatus.SUCCEEDED, otherReport.getFinalApplicationStatus(), otherReport.getDiagnostics());
+    // 2 s into its training (4 epochs of 20 steps of 150 ms), the other queue claims its share
+    ApplicationReport report = preempted(id, "the gang of attempt 1 runs",
+        progress -> progress.stream().anyMatch(l -> l.contains("attempt 1: 1 chief running; 1 worker running")),
+        Duration.ofSeconds(2), "sleep 8").report();
 
     String diagnostics = report.getDiagnostics();
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
@@ -167,13 +158,9 @@ class YarnPreemptionTest {
   void aCommandThatIgnoresTheNoticeIsKilledByYarnAndTheAttemptStillDoesNotCount() throws Exception {
     ApplicationId id = client.submit(job("a", GangSpec.workers(2), "trap '' TERM; echo \"attempt $MUSTER_ATTEMPT "
         + "ran\"; if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi", Optional.empty()));
-    List<String> progress = new CopyOnWriteArrayList<>();
-    CompletableFuture<ApplicationReport> followed = follow(id, progress);
-    Eventually.within(LIMIT, "the gang of attempt 1 runs",
-        () -> progress.stream().anyMatch(l -> l.contains("attempt 1: 2 workers running")));
-    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 2", Optional.empty()));
-    ApplicationReport report = followed.get();
-    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(other, LIMIT, line -> { }).getFinalApplicationStatus());
+    ApplicationReport report = preempted(id, "the gang of attempt 1 runs",
+        progress -> progress.stream().anyMatch(l -> l.contains("attempt 1: 2 workers running")), Duration.ZERO,
+        "sleep 2").report();
 
     String diagnostics = report.getDiagnostics();
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
@@ -212,24 +199,16 @@ class YarnPreemptionTest {
     // the loopback says no at once, and the test talks to nothing beyond this machine.
     Map<String, String> environment = Map.of("GCE_METADATA_IP", "127.0.0.1:1", "TF_CPP_MIN_LOG_LEVEL", "2");
     GangSpec gang = GangSpec.of(1, 1, 0, 0);
-    ApplicationId baseline = client.submit(job("a", gang, python + " " + script + " 0",
+    List<String> expected = uninterruptedWeights(job("a", gang, python + " " + script + " 0",
         Optional.of(dir.resolve("uninterrupted").toString()), environment));
-    ApplicationReport uninterrupted = client.follow(baseline, LIMIT, line -> { });
-    assertEquals(FinalApplicationStatus.SUCCEEDED, uninterrupted.getFinalApplicationStatus(),
-        uninterrupted.getDiagnostics());
-    List<String> expected = weights(containerLines(baseline));
-    assertEquals(2, expected.size(), "chief and worker printed their weights: " + containerLines(baseline));
 
     ApplicationId id = client.submit(job("a", gang, python + " " + script + " 0.2",
         Optional.of(dir.resolve("preempted").toString()), environment));
-    List<String> progress = new CopyOnWriteArrayList<>();
-    CompletableFuture<ApplicationReport> followed = follow(id, progress);
     // into its training, with the handler installed: a SIGTERM before then would end the process
-    Eventually.within(LIMIT, "both tasks trained 5 steps",
-        () -> linesSoFar(id).stream().filter(l -> l.equals("step 5 done")).count() == 2);
-    ApplicationId other = client.submit(job("b", GangSpec.workers(1), "sleep 8", Optional.empty()));
-    ApplicationReport report = followed.get();
-    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(other, LIMIT, line -> { }).getFinalApplicationStatus());
+    Preempted run = preempted(id, "both tasks trained 5 steps",
+        progress -> linesSoFar(id).stream().filter(l -> l.equals("step 5 done")).count() == 2, Duration.ZERO, "sleep 8");
+    ApplicationReport report = run.report();
+    List<String> progress = run.progress();
 
     String diagnostics = report.getDiagnostics();
     assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), diagnostics);
@@ -255,15 +234,41 @@ class YarnPreemptionTest {
     assertEquals(expected, weights(lines), "the weights of the uninterrupted run");
   }
 
-  /** Follows the job on another thread, its progress lines into {@code progress}. */
-  private static CompletableFuture<ApplicationReport> follow(ApplicationId id, List<String> progress) {
-    return CompletableFuture.supplyAsync(() -> {
+  /** Runs {@code job} to its end, which must be success; the weights' digests its chief and worker printed. */
+  private static List<String> uninterruptedWeights(YarnJob job) throws Exception {
+    ApplicationId id = client.submit(job);
+    ApplicationReport report = client.follow(id, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+    List<String> weights = weights(containerLines(id));
+    assertEquals(2, weights.size(), "chief and worker printed their weights: " + containerLines(id));
+    return weights;
+  }
+
+  /** A preempted job's final report, and the submitter's progress lines while it ran. */
+  private record Preempted(ApplicationReport report, List<String> progress) {}
+
+  /**
+   * Follows job {@code id} (in queue a) to its end while, once {@code ready} holds of its progress
+   * lines and {@code settle} has passed, a one-worker job in queue b claims b's share, running
+   * {@code otherCommand}, which must succeed.
+   */
+  private static Preempted preempted(ApplicationId id, String readiness, Predicate<List<String>> ready,
+      Duration settle, String otherCommand) throws Exception {
+    List<String> progress = new CopyOnWriteArrayList<>();
+    CompletableFuture<ApplicationReport> followed = CompletableFuture.supplyAsync(() -> {
       try {
         return client.follow(id, LIMIT, progress::add);
       } catch (Exception e) {
         throw new IllegalStateException(e);
       }
     });
+    Eventually.within(LIMIT, readiness, () -> ready.test(progress));
+    Thread.sleep(settle.toMillis());
+    ApplicationId other = client.submit(job("b", GangSpec.workers(1), otherCommand, Optional.empty()));
+    ApplicationReport report = followed.get();
+    ApplicationReport otherReport = client.follow(other, LIMIT, line -> { });
+    assertEquals(FinalApplicationStatus.SUCCEEDED, otherReport.getFinalApplicationStatus(), otherReport.getDiagnostics());
+    return new Preempted(report, progress);
   }
 
   private static List<String> weights(List<String> lines) {
