@@ -12,6 +12,7 @@ import io.muster.rpc.JobToken;
 import io.muster.rpc.PeerUnavailableException;
 import io.muster.rpc.Security;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.strategy.PreemptedException;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.List;
@@ -66,16 +67,23 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     BarrierTaskContext ctx = BarrierTaskContext.get();
     TaskId task = gang.task(ctx.partitionId());
     Security security = Security.of(JobToken.of(token));
-    try (ProgressLink.Sender progress = ProgressLink.Sender.connect(driverProgress, token, task)) {
+    try (ProgressLink.Sender progress = ProgressLink.Sender.connect(driverProgress, token, task);
+        ExecutorNotices.Listener notices = ExecutorNotices.listen(task)) {
       return BarrierTasks.inGang(ctx, gang, task, security, host, rendezvous, (server, cluster) -> {
         try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
             .security(security).server(server).coordination(coordination).communication(communication).build()) {
+          notices.deliverTo(strategy.preemption()::notice);
           R result;
           LeaveDeadline leave = new LeaveDeadline(task);
           strategy.collectives().whenFailed(leave::gangFailed);
           try (leave) {
             result = fn.train(new TrainContext<>(strategy, CollectionConverters.asJava(rows), task, run, attempt,
                 BarrierTasks.assignedGpus(ctx, task, gpusPerWorker), hadoop.get(), progress::send));
+          } catch (PreemptedException e) {
+            // Every replica saves after the same step. Failing this task fails the stage, and Spark
+            // then kills the others' tasks: they meet first, so that none is ended in its save.
+            strategy.barrier("muster-saved-for-preemption");
+            throw e;
           } catch (Exception e) {
             Exception failure = leave.gangsFailure(e).map(Exception.class::cast).orElseGet(() ->
                 ctx.isInterrupted() || isTheClusters(e) ? e : new UsersFailureException(task + ": " + e, e));

@@ -7,6 +7,7 @@ import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
+import io.muster.strategy.PreemptedException;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,6 +20,7 @@ import java.util.function.Function;
 import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.hadoop.util.ShutdownHookManager;
 import org.apache.spark.HashPartitioner;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
@@ -205,13 +207,23 @@ public final class BarrierTrainer {
     return withRetries(COMMAND_NOT_RERUN, attempt -> runCommandGang(shards, data.schema(), command, attempt));
   }
 
-  /** @param notRerun why a failure of the gang's own is not re-run, and how to have it re-run */
+  /**
+   * Runs the gang until it succeeds, re-running it after a failure the {@link Rerun} rule allows
+   * while attempts are left. A run its tasks left after saving for a preemption (their executor
+   * decommissioned or shutting down, {@link ExecutorNotices}) is re-run without counting, as on YARN.
+   *
+   * @param notRerun why a failure of the gang's own is not re-run, and how to have it re-run
+   */
   private <R> R withRetries(String notRerun, IntFunction<R> run) {
+    int preemptions = 0;
     for (int attempt = 0; ; attempt++) {
+      int counted = attempt - preemptions + 1; // this attempt, among those that count
       try {
         R result = run.apply(attempt);
         if (attempt > 0) {
-          log.info("succeeded on attempt {} of {}", attempt + 1, maxAttempts);
+          log.info("succeeded on {}", preemptions == 0 ? "attempt " + (attempt + 1) + " of " + maxAttempts
+              : "attempt " + (attempt + 1) + " (" + counted + " of " + maxAttempts + " that count) after " + preemptions
+                  + (preemptions == 1 ? " preemption" : " preemptions"));
         }
         return result;
       } catch (GangStartWatch.SlotsNotFreeException e) { // a re-run would wait for them again
@@ -220,17 +232,39 @@ public final class BarrierTrainer {
       } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
         // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
         // the training resumes from its BackupAndRestore backup.
-        boolean retryable = rerun == Rerun.ANY_FAILURE || !UsersFailureException.isIn(e);
         String why = e instanceof GangNotFormedException ? e.getMessage() : GangFailure.describe(e, gang);
-        log.debug("attempt {} of {} failed; as Spark reported it:", attempt + 1, maxAttempts, e);
-        if (attempt + 1 >= maxAttempts || !retryable) {
-          throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts
+        log.debug("attempt {} failed; as Spark reported it:", attempt + 1, e);
+        if (savedForPreemption(e)) {
+          if (ShutdownHookManager.get().isShutdownInProgress()) {
+            throw new IllegalStateException("the gang saved for a preemption on attempt " + (attempt + 1) + " while "
+                + "this driver shuts down: run the job again to resume where it saved (" + why + ")", e);
+          }
+          preemptions++;
+          log.warn("attempt {} was preempted: {}; re-running the gang (a preemption does not count against the {} "
+              + "attempts)", attempt + 1, why.lines().findFirst().orElse(why), maxAttempts);
+          continue;
+        }
+        boolean retryable = rerun == Rerun.ANY_FAILURE || !UsersFailureException.isIn(e);
+        String which = "attempt " + (attempt + 1) + (preemptions == 0 ? "" : " (" + counted + " that counts)")
+            + " of " + maxAttempts;
+        if (counted >= maxAttempts || !retryable) {
+          throw new IllegalStateException("training failed on " + which
               + (retryable || maxAttempts == 1 ? "" : ", not re-run (" + notRerun + ")") + ": " + why, e);
         }
-        log.warn("attempt {} of {} failed: {}; re-running the gang", attempt + 1, maxAttempts,
-            why.lines().findFirst().orElse(why));
+        log.warn("{} failed: {}; re-running the gang", which, why.lines().findFirst().orElse(why));
       }
     }
+  }
+
+  /** Whether a task of the failed run left saying it saved for a preemption: a {@link PreemptedException}, as Spark reported it. */
+  static boolean savedForPreemption(Throwable failure) {
+    for (Throwable t = failure; t != null; t = t.getCause()) {
+      if (t instanceof PreemptedException
+          || (t.getMessage() != null && t.getMessage().contains(PreemptedException.class.getName()))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private Optional<byte[]> runCommandGang(JavaRDD<Row> shards, StructType schema, ExternalCommand command,

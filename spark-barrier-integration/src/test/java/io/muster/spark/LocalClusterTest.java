@@ -4,8 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.muster.checkpoint.BackupAndRestore;
+import io.muster.checkpoint.Tensor;
 import io.muster.collective.ReduceOp;
 import io.muster.testing.ChildJvm;
+import io.muster.testing.Eventually;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Map;
@@ -54,6 +58,7 @@ class LocalClusterTest {
         .set("spark.executor.resource.gpu.amount", "2")
         .set("spark.task.resource.gpu.amount", "1")
         .set("spark.executorEnv.CUDA_VISIBLE_DEVICES", "5,7")
+        .set("spark.decommission.enabled", "true")
         // executors that never come up fail the job in about a minute, not Spark's default of ten
         .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
         .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "30"));
@@ -102,68 +107,105 @@ class LocalClusterTest {
     assertEquals(List.of("5", "5", "7", "7"), cuda, "one GPU per command, from its executor's two: " + lines);
   }
 
+  /** Worker 1 of the first run sends its own executor JVM {@code signal} during {@code epoch}, after {@code step}. */
+  private record Fault(String signal, int epoch, int step, String marker) implements java.io.Serializable {}
+
   /**
-   * Linear regression y = 3x + 1 on each task's rows, one full-batch step per epoch, gradients
-   * averaged with all-reduce, a backup every epoch. With {@code killOnce} (a marker file), worker 1
-   * kills its own executor JVM with SIGKILL in epoch 2, before that epoch's backup. Returns, for
-   * every rank in rank order: its two final weights, the attempt and the epoch it started at.
+   * Linear regression y = 3x + 1 on each task's rows, {@code steps} full-batch steps per epoch,
+   * gradients averaged with all-reduce, a backup every epoch and where the gang agrees to save for
+   * a preemption. With a {@code fault}, worker 1 signals its own executor once (a marker file).
+   * Returns, for every rank in rank order: its two final weights, the attempt, and the epoch and
+   * step it started at.
    */
-  private static float[] regression(String backupDir, String killOnce) throws Exception {
-    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(4).gpusPerWorker(1).maxAttempts(3).build();
+  private static float[] regression(String backupDir, int steps, int maxAttempts, Fault fault) throws Exception {
+    BarrierTrainer trainer = BarrierTrainer.builder().numWorkers(4).gpusPerWorker(1).maxAttempts(maxAttempts).build();
     return trainer.fit(spark.parallelize(IntStream.range(0, 40).boxed().toList(), 4), ctx -> {
       List<Integer> xs = new ArrayList<>();
       ctx.rows().forEachRemaining(xs::add);
       // A shard holds the same rows in every run, but in the order the repartition's shuffle
       // fetched them, which varies: sorted, the float sums below are the same in every run.
       xs.sort(null);
-      var backup = ctx.backupAndRestore(new org.apache.hadoop.fs.Path(backupDir),
-          io.muster.checkpoint.BackupAndRestore.EVERY_EPOCH);
+      var backup = ctx.backupAndRestore(new org.apache.hadoop.fs.Path(backupDir), BackupAndRestore.EVERY_EPOCH)
+          .saveOnPreemption(ctx.strategy().preemption());
       int epochs = 6;
-      var resume = backup.restore(epochs, 1,
-          Map.of("w", io.muster.checkpoint.Tensor.ofFloats(new long[] {2}, 0, 0)));
+      var resume = backup.restore(epochs, steps, Map.of("w", Tensor.ofFloats(new long[] {2}, 0, 0)));
       float[] w = resume.map(p -> p.variables().get("w").floats()).orElse(new float[2]);
-      int firstEpoch = resume.map(io.muster.checkpoint.BackupAndRestore.ResumePoint::epoch).orElse(0);
+      int firstEpoch = resume.map(BackupAndRestore.ResumePoint::epoch).orElse(0);
+      int firstStep = resume.map(BackupAndRestore.ResumePoint::step).orElse(0);
       for (int epoch = firstEpoch; epoch < epochs; epoch++) {
-        if (killOnce != null && epoch == 2 && ctx.task().index() == 1
-            && new java.io.File(killOnce).createNewFile()) {
-          new ProcessBuilder("kill", "-KILL", Long.toString(ProcessHandle.current().pid())).start().waitFor();
-          Thread.sleep(60_000); // never returns: the JVM is gone
+        for (int step = epoch == firstEpoch ? firstStep : 0; step < steps; step++) {
+          if (fault != null && epoch == fault.epoch() && step == fault.step() && ctx.task().index() == 1
+              && new java.io.File(fault.marker()).createNewFile()) {
+            new ProcessBuilder("kill", "-" + fault.signal(), Long.toString(ProcessHandle.current().pid())).start()
+                .waitFor();
+            if (fault.signal().equals("KILL")) {
+              Thread.sleep(60_000); // never returns: the JVM is gone
+            }
+            // The signal reaches the task within milliseconds, when steps take less: wait for it, so
+            // that the step the gang saves after is always the next one.
+            Eventually.within(Duration.ofSeconds(10), "the preemption notice reached worker 1",
+                () -> ctx.strategy().preemption().requested());
+          }
+          float[] gradient = new float[2];
+          for (int x : xs) {
+            float error = w[0] * x + w[1] - (3f * x + 1f);
+            gradient[0] += 2 * error * x / xs.size();
+            gradient[1] += 2 * error / xs.size();
+          }
+          ctx.strategy().allReduce(List.of(gradient)); // MEAN over the ranks
+          w[0] -= 0.001f / steps * gradient[0];
+          w[1] -= 0.001f / steps * gradient[1];
+          float[] now = w.clone();
+          backup.onStepEnd(epoch, step, () -> Map.of("w", Tensor.ofFloats(new long[] {2}, now)));
         }
-        float[] gradient = new float[2];
-        for (int x : xs) {
-          float error = w[0] * x + w[1] - (3f * x + 1f);
-          gradient[0] += 2 * error * x / xs.size();
-          gradient[1] += 2 * error / xs.size();
-        }
-        ctx.strategy().allReduce(List.of(gradient)); // MEAN over the ranks
-        w[0] -= 0.001f * gradient[0];
-        w[1] -= 0.001f * gradient[1];
         float[] now = w.clone();
-        backup.onEpochEnd(epoch, () -> Map.of("w", io.muster.checkpoint.Tensor.ofFloats(new long[] {2}, now)));
+        backup.onEpochEnd(epoch, () -> Map.of("w", Tensor.ofFloats(new long[] {2}, now)));
       }
       backup.onTrainEnd();
-      return ctx.strategy().collectives().allGather(new float[] {w[0], w[1], ctx.attempt(), firstEpoch});
+      return ctx.strategy().collectives().allGather(new float[] {w[0], w[1], ctx.attempt(), firstEpoch, firstStep});
     });
+  }
+
+  /** Every rank of {@code resumed} ran {@code attempt} from (epoch, step), and ends with the uninterrupted run's weights. */
+  private static void assertResumedBitForBit(float[] uninterrupted, float[] resumed, int attempt, int epoch, int step) {
+    String both = java.util.Arrays.toString(uninterrupted) + " vs " + java.util.Arrays.toString(resumed);
+    assertEquals(20, resumed.length, both);
+    for (int rank = 0; rank < 4; rank++) {
+      assertEquals(0f, uninterrupted[5 * rank + 2], "uninterrupted: attempt 0; " + both);
+      assertEquals(0f, uninterrupted[5 * rank + 3] + uninterrupted[5 * rank + 4], "uninterrupted: from the start; "
+          + both);
+      assertEquals(attempt, resumed[5 * rank + 2], "the gang ran again; " + both);
+      assertEquals(epoch, resumed[5 * rank + 3], "resumed in the epoch of the fault; " + both);
+      assertEquals(step, resumed[5 * rank + 4], "at the step the backup holds; " + both);
+      for (int i = 0; i < 2; i++) { // every rank ends with the uninterrupted run's weights, bit for bit
+        assertEquals(Float.floatToRawIntBits(uninterrupted[i]), Float.floatToRawIntBits(uninterrupted[5 * rank + i]), both);
+        assertEquals(Float.floatToRawIntBits(uninterrupted[i]), Float.floatToRawIntBits(resumed[5 * rank + i]), both);
+      }
+    }
   }
 
   @Test
   void aGangReRunAfterAnExecutorJvmIsKilledEndsWithTheUninterruptedRunsWeightsBitForBit(@TempDir Path tmp)
       throws Exception {
-    float[] uninterrupted = regression(tmp.resolve("backup-a").toString(), null);
+    float[] uninterrupted = regression(tmp.resolve("backup-a").toString(), 1, 3, null);
     Path marker = tmp.resolve("killed-once");
-    float[] resumed = regression(tmp.resolve("backup-b").toString(), marker.toString());
+    float[] resumed = regression(tmp.resolve("backup-b").toString(), 1, 3, new Fault("KILL", 2, 0, marker.toString()));
     assertTrue(Files.exists(marker), "worker 1 killed its executor");
-    String both = java.util.Arrays.toString(uninterrupted) + " vs " + java.util.Arrays.toString(resumed);
-    assertEquals(16, resumed.length, both);
-    for (int rank = 0; rank < 4; rank++) {
-      assertEquals(0f, uninterrupted[4 * rank + 2], "uninterrupted: attempt 0; " + both);
-      assertEquals(0f, uninterrupted[4 * rank + 3], "uninterrupted: from epoch 0; " + both);
-      assertEquals(1f, resumed[4 * rank + 2], "the gang ran again: attempt 1; " + both);
-      assertEquals(2f, resumed[4 * rank + 3], "and resumed at the killed epoch from the backup; " + both);
-      for (int i = 0; i < 2; i++) { // every rank ends with the uninterrupted run's weights, bit for bit
-        assertEquals(Float.floatToRawIntBits(uninterrupted[i]), Float.floatToRawIntBits(uninterrupted[4 * rank + i]), both);
-        assertEquals(Float.floatToRawIntBits(uninterrupted[i]), Float.floatToRawIntBits(resumed[4 * rank + i]), both);
-      }
-    }
+    assertResumedBitForBit(uninterrupted, resumed, 1, 2, 0); // from the backup at epoch 2's start
+  }
+
+  /**
+   * Spark decommissions an executor (SIGPWR, what Kubernetes' pre-stop script sends) while its task
+   * trains: the task hears it, the gang saves after one step every rank agrees on, leaves, and runs
+   * again from that step, uncounted (one attempt allowed), with the uninterrupted run's weights.
+   */
+  @Test
+  void aDecommissionedExecutorsGangSavesAtAnAgreedStepAndResumesThereUncounted(@TempDir Path tmp) throws Exception {
+    float[] uninterrupted = regression(tmp.resolve("backup-a").toString(), 8, 1, null);
+    Path marker = tmp.resolve("decommissioned-once");
+    float[] resumed = regression(tmp.resolve("backup-b").toString(), 8, 1, new Fault("PWR", 2, 3, marker.toString()));
+    assertTrue(Files.exists(marker), "worker 1 had its executor decommissioned");
+    // The notice came before step 3 (from 0): the gang agreed to save after step 4, and resumed at 5.
+    assertResumedBitForBit(uninterrupted, resumed, 1, 2, 5);
   }
 }
