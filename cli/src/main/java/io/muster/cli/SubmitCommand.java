@@ -2,6 +2,7 @@ package io.muster.cli;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.yarn.MusterClient;
 import io.muster.yarn.YarnJob;
@@ -328,8 +329,8 @@ final class SubmitCommand {
           new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
               o.has("--app-timeout") ? Optional.of(Durations.parse("--app-timeout", o.get("--app-timeout", "")))
                   : Optional.empty()),
-          new YarnJob.OnPreemption(o.get("--preemption-signal", YarnJob.OnPreemption.TENSORFLOW.signal()),
-              integer(o, "--preemption-exit-code", YarnJob.OnPreemption.TENSORFLOW.savedExitCode(), 1)));
+          new OnPreemption(o.get("--preemption-signal", OnPreemption.TENSORFLOW.signal()),
+              integer(o, "--preemption-exit-code", OnPreemption.TENSORFLOW.savedExitCode(), 1)));
     } catch (IllegalArgumentException e) {
       throw new UsageException(e.getMessage());
     }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskType;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.yarn.YarnJob;
 import java.io.ByteArrayOutputStream;
@@ -31,7 +32,7 @@ class SubmitCommandTest {
         "--env", "A=1", "--env", "B=x=y", "--max-attempts", "3", "--rerun", "any-failure", "--gang-timeout", "90s",
         "--output-dir", "hdfs:///o", "--preemption-signal", "SIGUSR1", "--preemption-exit-code", "43");
     assertEquals("ps-job", job.name());
-    assertEquals(new YarnJob.OnPreemption("USR1", 43), job.preemption());
+    assertEquals(new OnPreemption("USR1", 43), job.preemption());
     assertEquals("ml", job.queue());
     assertEquals("1 chief, 2 workers, 1 ps (untracked: worker, ps)", job.gang().toString());
     assertEquals(new YarnJob.Resources(2048, 2, 1), job.resources().get(TaskType.WORKER));
@@ -134,7 +135,7 @@ class SubmitCommandTest {
     assertEquals(Duration.ofMinutes(10), job.gangTimeout());
     assertEquals(1, job.maxAttempts());
     assertEquals(Rerun.CLUSTER_FAILURES, job.rerun(), "a command's own failure is its verdict");
-    assertEquals(new YarnJob.OnPreemption("TERM", 42), job.preemption(), "TensorFlow's PreemptionCheckpointHandler's");
+    assertEquals(new OnPreemption("TERM", 42), job.preemption(), "TensorFlow's PreemptionCheckpointHandler's");
     assertEquals(EnumSet.of(TaskType.PS), parse("--command", "x", "--untracked", "ps").gang().untracked());
   }
 

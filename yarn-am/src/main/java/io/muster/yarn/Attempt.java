@@ -6,6 +6,7 @@ import io.muster.cluster.TaskType;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.launch.TaskProcess;
 import java.time.Duration;
@@ -28,8 +29,6 @@ import org.apache.hadoop.yarn.api.records.ContainerExitStatus;
 final class Attempt {
   /** How long past the deadline a waiting executor is kept for the master's abort, which says why. */
   private static final Duration ABORT_GRACE = Duration.ofSeconds(5);
-  /** How long, after a command saved for a preemption, the others have to save and exit by themselves. */
-  static final Duration SAVED_PEERS_WAIT = Duration.ofSeconds(15);
 
   /** What the master knows of one task. */
   static final class Member {
@@ -279,7 +278,7 @@ final class Attempt {
    * {@link Rerun#CAUSE_WINDOW} has passed without a cluster's failure taken for its cause. After a
    * preemption notice, a command that saved is followed by the others' own exits (TensorFlow's
    * chief leaves last, after its peers, and would not outlive the SIGTERM of an abort), for up to
-   * {@link #SAVED_PEERS_WAIT}; any other exit is acted on at once.
+   * {@link OnPreemption#SAVED_PEERS_WAIT}; any other exit is acted on at once.
    */
   synchronized Optional<EndOfJob.Failed> failureToActOn() {
     if (!(endOfJob.verdict() instanceof EndOfJob.Failed failed)) {
@@ -287,7 +286,7 @@ final class Attempt {
     }
     Instant now = Instant.now();
     if (preempted() ? failed.exitCode() == savedExitCode && members.values().stream().filter(this::tracked)
-            .anyMatch(m -> m.exitCode == null) && now.isBefore(failedAt.plus(SAVED_PEERS_WAIT))
+            .anyMatch(m -> m.exitCode == null) && now.isBefore(failedAt.plus(OnPreemption.SAVED_PEERS_WAIT))
         : failed.isCommandsOwn() && now.isBefore(failedAt.plus(Rerun.CAUSE_WINDOW))) {
       return Optional.empty();
     }

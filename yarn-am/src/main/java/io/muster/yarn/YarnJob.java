@@ -3,6 +3,7 @@ package io.muster.yarn;
 import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
@@ -48,24 +49,6 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
       Placement placement) {
     this(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir, classpath,
         shipped, placement, OnPreemption.TENSORFLOW);
-  }
-
-  /**
-   * When YARN announces it will take a container of the gang, every command of the attempt is sent
-   * {@code signal} (to its whole process group); a command that then exits with {@code savedExitCode}
-   * saved for the preemption.
-   */
-  public record OnPreemption(String signal, int savedExitCode) {
-    /** What TensorFlow's {@code PreemptionCheckpointHandler} does by default: saves on SIGTERM, then exits with 42. */
-    public static final OnPreemption TENSORFLOW = new OnPreemption("TERM", 42);
-
-    public OnPreemption {
-      signal = io.muster.launch.TaskProcess.signalName(signal);
-      if (savedExitCode < 1 || savedExitCode > 125) {
-        throw new IllegalArgumentException("the exit code that says a command saved for preemption must be 1 to 125 "
-            + "(0 is success; above 125 the shell's own codes), was " + savedExitCode);
-      }
-    }
   }
 
   /**
