@@ -1,5 +1,6 @@
 package io.muster.examples;
 
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.ExternalCommand;
@@ -27,23 +28,31 @@ import org.slf4j.LoggerFactory;
  * Java to write. The chief's result file is printed (or written to {@code --result FILE}).
  *
  * <p>Arguments: {@code [--workers 4] [--data FILE] [--out DIR] [--gpus-per-worker 0]
- * [--max-attempts 1] [--rerun cluster-failures] [--result FILE] -- COMMAND [ARGS...]}.
+ * [--max-attempts 1] [--rerun cluster-failures] [--preemption-signal TERM] [--preemption-exit-code 42]
+ * [--result FILE] -- COMMAND [ARGS...]}.
  */
 public final class SparkRun {
   private static final Logger log = LoggerFactory.getLogger(SparkRun.class);
 
   private SparkRun() {}
 
-  private static final Map<String, String> DEFAULTS = Map.of("--workers", "4", "--ps", "0", "--data", "",
-      "--out", "", "--gpus-per-worker", "0", "--max-attempts", "1", "--rerun", "cluster-failures", "--result", "");
+  private static final Map<String, String> DEFAULTS = Map.ofEntries(Map.entry("--workers", "4"),
+      Map.entry("--ps", "0"), Map.entry("--data", ""), Map.entry("--out", ""), Map.entry("--gpus-per-worker", "0"),
+      Map.entry("--max-attempts", "1"), Map.entry("--rerun", "cluster-failures"), Map.entry("--result", ""),
+      Map.entry("--preemption-signal", OnPreemption.TENSORFLOW.signal()),
+      Map.entry("--preemption-exit-code", Integer.toString(OnPreemption.TENSORFLOW.savedExitCode())));
   private static final Set<String> FLAGS = Set.of("--chief", "--evaluator", "--overwrite");
   private static final String USAGE = "usage: muster spark-run [--workers 4] [--chief] [--ps 0] [--evaluator] "
       + "[--data FILE.csv|FILE.parquet] [--out DIR [--overwrite]] [--gpus-per-worker 0] [--max-attempts 1] "
-      + "[--rerun cluster-failures|any-failure] [--result FILE] -- COMMAND [ARGS...]\n"
+      + "[--rerun cluster-failures|any-failure] [--preemption-signal TERM] [--preemption-exit-code 42] "
+      + "[--result FILE] -- COMMAND [ARGS...]\n"
       + "  --rerun: which failures run the gang again: the cluster's (a signal, a lost task, exit 75), or any "
       + "(a command's own exit code too)\n"
       + "  --out: MUSTER_OUTPUT_DIR of every task (any Hadoop URI); it keeps which run it belongs to (the command and "
-      + "the data): the same run again resumes there, another run is refused unless --overwrite, which empties it";
+      + "the data): the same run again resumes there, another run is refused unless --overwrite, which empties it\n"
+      + "  --preemption-signal: sent to every command when an executor is decommissioned or shuts down; a command "
+      + "that then exits with --preemption-exit-code saved (TensorFlow's PreemptionCheckpointHandler: TERM, 42), and "
+      + "the gang runs again without counting the attempt";
 
   public static void main(String[] args) {
     int code;
@@ -77,6 +86,7 @@ public final class SparkRun {
       ClusterPaths.check("--data", options.get("--data"), ClusterPaths.master());
       ClusterPaths.check("--out", options.get("--out"), ClusterPaths.master());
       trainer = trainer(options);
+      onPreemption(options);
     } catch (IllegalArgumentException e) {
       err.println("muster spark-run: " + e.getMessage());
       return 2;
@@ -110,9 +120,13 @@ public final class SparkRun {
         .gpusPerWorker(Args.nonNegativeInt(options, "--gpus-per-worker")).build();
   }
 
+  private static OnPreemption onPreemption(Map<String, String> options) {
+    return new OnPreemption(options.get("--preemption-signal"), Args.positiveInt(options, "--preemption-exit-code"));
+  }
+
   static Optional<byte[]> run(SparkSession spark, Map<String, String> options, List<String> command) {
     BarrierTrainer trainer = trainer(options);
-    ExternalCommand external = ExternalCommand.of(command);
+    ExternalCommand external = ExternalCommand.of(command).withPreemption(onPreemption(options));
     String data = options.get("--data");
     if (!options.get("--out").isEmpty()) {
       String out = SparkDemo.outputUri(options.get("--out"));

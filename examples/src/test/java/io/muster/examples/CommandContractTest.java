@@ -66,6 +66,11 @@ class CommandContractTest {
                 + "(muster spark-run --help)"),
         Arguments.of("spark-run", SPARK_RUN, new String[] {"--rerun", "always", "--", "true"},
             "muster spark-run: --rerun must be one of cluster-failures, any-failure, was 'always'"),
+        Arguments.of("spark-run", SPARK_RUN, new String[] {"--preemption-signal", "KILL", "--", "true"},
+            "muster spark-run: 'KILL' is not a signal a command can be sent to save and leave; use one of "
+                + "TERM, INT, HUP, QUIT, USR1, USR2, PWR, ALRM, XCPU"),
+        Arguments.of("spark-run", SPARK_RUN, new String[] {"--preemption-exit-code", "0", "--", "true"},
+            "muster spark-run: --preemption-exit-code must be a positive integer, was '0'"),
         Arguments.of("example", EXAMPLE, new String[] {"softmax", "--workers", "0"},
             "muster example softmax: --workers must be a positive integer, was '0'"),
         Arguments.of("example", EXAMPLE, new String[] {"softmax", "--learning-rate", "Infinity"},

@@ -272,7 +272,8 @@ public final class BarrierTrainer {
     JobToken token = JobToken.random();
     SparkConf conf = shards.context().getConf();
     Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
-    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang)) {
+    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang,
+        command.onPreemption().savedExitCode())) {
       return inRendezvous(shards.context(), token, attempt, rendezvous -> {
         CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), rendezvous, attempt,
             gpusPerWorker);

@@ -3,6 +3,7 @@ package io.muster.spark;
 import io.muster.cluster.TaskId;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
@@ -15,7 +16,11 @@ import java.net.InetAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -38,11 +43,19 @@ import org.slf4j.LoggerFactory;
  * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
  * commands. When the gang fails (a command exits non-zero, or a task's link closes before its
  * command's exit was reported: the task failed or was killed) it sends
- * {@code FAILED TAB own|retryable TAB reason} to every task, which then ends its command with the
+ * {@code FAILED TAB own|retryable|preempted TAB reason} to every task, which then ends its command with the
  * failure grace period instead of waiting for Spark's abort of the stage, and fails with the first
  * task's story and the same verdict on a retry. A cluster's failure is sent at once; a command's
  * own failure ({@link Rerun}) after {@link Rerun#CAUSE_WINDOW}, unless a cluster's failure taken
  * for its cause comes first; the task whose command failed waits for that word before it fails.
+ *
+ * <p>A task whose executor is decommissioned or shutting down ({@link ExecutorNotices}) sends
+ * {@code task TAB NOTICE TAB reason}; the driver passes the first notice on to every task as
+ * {@code NOTICE TAB reason}, and each sends its command the preemption signal ({@link OnPreemption}).
+ * From then on a command that exits with the saved exit code is followed by the others for up to
+ * {@link OnPreemption#SAVED_PEERS_WAIT} (TensorFlow's chief, which hosts the coordination service,
+ * leaves last); when they have all exited, at that deadline, or at once on any other failure, the
+ * gang fails as preempted, with the story of who saved, and is re-run without counting.
  * Multi-line texts travel with their line breaks escaped. Output streaming is best effort (a task
  * that cannot reach the driver logs the lines in its executor's log); an untracked task cannot run
  * without the link.
@@ -61,8 +74,7 @@ final class CommandLogs {
   private static final String EXIT = "EXIT";
   private static final String END = "END";
   private static final String FAILED = "FAILED";
-  private static final String OWN = "own";
-  private static final String RETRYABLE = "retryable";
+  private static final String NOTICE = "NOTICE";
   private static final String BEAT = "BEAT";
   static final Duration BEAT_EVERY = Duration.ofSeconds(1);
   /** How long the driver waits for a word from a task before it takes the task's host for lost. */
@@ -72,11 +84,30 @@ final class CommandLogs {
 
   private CommandLogs() {}
 
-  /**
-   * Why the gang failed, as the driver tells the tasks: the first failure's story, and whether it
-   * was the user's own (a re-run would repeat it) or may be retried.
-   */
-  record GangFailed(String reason, boolean usersOwn) {}
+  /** How a re-run judges a failed gang. */
+  enum Verdict {
+    /** The user's own failure: a re-run would repeat it. */
+    OWN,
+    /** The cluster's failure: a re-run may succeed. */
+    RETRYABLE,
+    /** The gang left for a preemption notice: re-run without counting, from what it saved. */
+    PREEMPTED
+  }
+
+  /** Why the gang failed, as the driver tells the tasks: the first failure's story, and its verdict. */
+  record GangFailed(String reason, Verdict verdict) {
+    GangFailed(String reason, boolean usersOwn) {
+      this(reason, usersOwn ? Verdict.OWN : Verdict.RETRYABLE);
+    }
+
+    boolean usersOwn() {
+      return verdict == Verdict.OWN;
+    }
+
+    boolean preempted() {
+      return verdict == Verdict.PREEMPTED;
+    }
+  }
 
   /** {@code text} on one line: backslashes and line breaks escaped. */
   static String escape(String text) {
@@ -129,12 +160,18 @@ final class CommandLogs {
     private final JobToken token;
     private final Consumer<CommandLine> sink;
     private final EndOfJob endOfJob;
+    private final GangSpec gang;
+    private final int savedExitCode;
     private DriverListener listener;
     private final Map<TaskId, Writer> tasks = new ConcurrentHashMap<>();
     /** Untracked tasks told to end before their connection was read; guarded by {@code this}. */
     private final Set<TaskId> endRequested = new HashSet<>();
-    /** Tasks whose command's exit was reported; guarded by {@code this}. */
-    private final Set<TaskId> exitReported = new HashSet<>();
+    /** The exit code of each task whose command's exit was reported; guarded by {@code this}. */
+    private final Map<TaskId, Integer> exitCodes = new HashMap<>();
+    /** The first preemption notice a task passed on, once the tasks have been told; guarded by {@code this}. */
+    private String preemptionNotice;
+    /** Whether a command has exited saying it saved for the notice; guarded by {@code this}. */
+    private boolean savedExitSeen;
     /** Why the gang failed, once the tasks have been told; guarded by {@code this}. */
     private GangFailed gangFailure;
     /** A command's own failure waiting {@link Rerun#CAUSE_WINDOW} for a cluster's failure; guarded by {@code this}. */
@@ -146,15 +183,18 @@ final class CommandLogs {
     private final Set<TaskId> silent = ConcurrentHashMap.newKeySet();
     private ScheduledExecutorService beats;
 
-    private Receiver(JobToken token, Consumer<CommandLine> sink, GangSpec gang) {
+    private Receiver(JobToken token, Consumer<CommandLine> sink, GangSpec gang, int savedExitCode) {
       this.token = token;
       this.sink = sink;
       this.endOfJob = new EndOfJob(gang);
+      this.gang = gang;
+      this.savedExitCode = savedExitCode;
     }
 
+    /** @param savedExitCode the exit code by which a command says it saved for a preemption notice */
     static Receiver start(String bindHost, String advertisedHost, JobToken token, Consumer<CommandLine> sink,
-        GangSpec gang) {
-      Receiver receiver = new Receiver(token, sink, gang);
+        GangSpec gang, int savedExitCode) {
+      Receiver receiver = new Receiver(token, sink, gang, savedExitCode);
       receiver.listener = DriverListener.start(bindHost, advertisedHost, "muster-command-logs", "the commands' logs",
           receiver::read);
       receiver.beats = beating("muster-command-logs-beat", receiver::beat);
@@ -188,6 +228,8 @@ final class CommandLogs {
           if (parts[1].equals(EXIT)) {
             String[] exit = parts[2].split("\t", 2);
             exited(task, Integer.parseInt(exit[0]), exit.length == 2 ? unescape(exit[1]) : "");
+          } else if (parts[1].equals(NOTICE)) {
+            noticed(task, unescape(parts[2]));
           } else {
             sink.accept(new CommandLine(parts[0], TaskProcess.Stream.valueOf(parts[1]), parts[2]));
           }
@@ -225,13 +267,13 @@ final class CommandLogs {
       }
       return lastHeard.entrySet().stream()
           .filter(heard -> Duration.ofNanos(now - heard.getValue()).compareTo(SILENT) >= 0)
-          .map(Map.Entry::getKey).filter(task -> tasks.containsKey(task) && !exitReported.contains(task)).findFirst();
+          .map(Map.Entry::getKey).filter(task -> tasks.containsKey(task) && !exitCodes.containsKey(task)).findFirst();
     }
 
     /** Fails the gang for a task gone silent, and closes its connection: nothing more will come on it. */
     private synchronized void lost(TaskId task, Socket connection, String host) {
-      gangFailed(new GangFailed(task + " on " + host + " went silent: no word from its task for " + SILENT.toSeconds()
-          + " s (its host is down or cut off from the driver)", false));
+      clusterFailed(task + " on " + host + " went silent: no word from its task for " + SILENT.toSeconds()
+          + " s (its host is down or cut off from the driver)");
       silent.add(task);
       try {
         connection.close(); // its reader ends
@@ -252,7 +294,12 @@ final class CommandLogs {
       tasks.put(task, out);
       if (gangFailure != null) {
         sendFailure(task, out, gangFailure);
-      } else if (endRequested.remove(task)) {
+        return;
+      }
+      if (preemptionNotice != null) {
+        send(task, out, NOTICE + "\t" + escape(preemptionNotice));
+      }
+      if (endRequested.remove(task)) {
         sendEnd(task, out);
       }
     }
@@ -262,9 +309,8 @@ final class CommandLogs {
       tasks.remove(task);
       lastHeard.remove(task);
       connections.remove(task);
-      if (!exitReported.contains(task) && !(endOfJob.verdict() instanceof EndOfJob.Succeeded)) {
-        gangFailed(new GangFailed(task + "'s task ended before its command's exit was reported (the task failed or "
-            + "was killed)", false));
+      if (!exitCodes.containsKey(task) && !(endOfJob.verdict() instanceof EndOfJob.Succeeded)) {
+        clusterFailed(task + "'s task ended before its command's exit was reported (the task failed or was killed)");
       }
     }
 
@@ -280,20 +326,91 @@ final class CommandLogs {
       tasks.forEach((task, out) -> sendFailure(task, out, failure));
     }
 
+    /** A failure of the cluster's (a task lost or killed); after a preemption notice, the preemption's. */
+    private void clusterFailed(String reason) {
+      if (preemptionNotice != null) {
+        preempted();
+      } else {
+        gangFailed(new GangFailed(reason, false));
+      }
+    }
+
     /** No cluster's failure came within the cause window: the command's own failure is the gang's. */
     private synchronized void ownFailureStands() {
-      gangFailed(new GangFailed(ownFailure, true));
+      if (preemptionNotice != null) {
+        preempted(); // the notice came meanwhile: the command may have failed for the signal
+      } else {
+        gangFailed(new GangFailed(ownFailure, true));
+      }
     }
 
     private static void sendFailure(TaskId task, Writer out, GangFailed failure) {
-      send(task, out, FAILED + "\t" + (failure.usersOwn() ? OWN : RETRYABLE) + "\t" + escape(failure.reason()));
+      send(task, out, FAILED + "\t" + failure.verdict().name().toLowerCase(Locale.ROOT) + "\t"
+          + escape(failure.reason()));
+    }
+
+    /**
+     * A task passed on its executor's preemption notice: the first one goes to every task, which
+     * sends its command the preemption signal. A notice after the gang's end changes nothing.
+     */
+    private synchronized void noticed(TaskId task, String reason) {
+      if (preemptionNotice != null || gangFailure != null || endOfJob.verdict() instanceof EndOfJob.Succeeded) {
+        return;
+      }
+      preemptionNotice = "preemption notice for " + task + " (" + reason + ")";
+      log.warn("{}; every command is sent the preemption signal to save and leave", preemptionNotice);
+      tasks.forEach((each, out) -> send(each, out, NOTICE + "\t" + escape(preemptionNotice)));
+    }
+
+    /**
+     * After a notice, a command exited with {@code code}: the gang leaves as preempted when a
+     * command failed otherwise, or every tracked command has exited, or
+     * {@link OnPreemption#SAVED_PEERS_WAIT} after the first one saved.
+     */
+    private void exitedAfterNotice(int code) {
+      if (code != 0 && code != savedExitCode || gang.tasks().stream().filter(gang::isTracked)
+          .allMatch(exitCodes::containsKey)) {
+        preempted();
+      } else if (code == savedExitCode && !savedExitSeen) {
+        savedExitSeen = true;
+        beats.schedule(() -> {
+          synchronized (this) {
+            preempted();
+          }
+        }, OnPreemption.SAVED_PEERS_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+      }
+    }
+
+    private void preempted() {
+      gangFailed(new GangFailed(preemptionReport(), Verdict.PREEMPTED));
+    }
+
+    /** The notice, and how each tracked command answered it: saved, finished, or not saved and how. */
+    private String preemptionReport() {
+      List<String> saved = new ArrayList<>();
+      List<String> notSaved = new ArrayList<>();
+      for (TaskId task : gang.tasks()) {
+        Integer code = exitCodes.get(task);
+        if (code != null && (code == savedExitCode || code == 0)) {
+          saved.add(task.toString());
+        } else if (gang.isTracked(task)) {
+          notSaved.add(task + (code == null ? " (still running)" : " (exit code " + code + ")"));
+        }
+      }
+      return preemptionNotice + "; " + (notSaved.isEmpty() ? "every task saved (exit code " + savedExitCode + ")"
+          : (saved.isEmpty() ? "" : "saved by " + String.join(", ", saved) + "; ") + "not saved by "
+              + String.join(", ", notSaved) + ": the next attempt resumes from the last backup");
     }
 
     /** A task's command exited with {@code code}; {@code story} is the task's account of a failure. */
     private synchronized void exited(TaskId task, int code, String story) {
-      exitReported.add(task);
+      exitCodes.put(task, code);
       EndOfJob.Verdict before = endOfJob.verdict();
       EndOfJob.Verdict verdict = endOfJob.exited(task, code);
+      if (preemptionNotice != null && gangFailure == null && !(verdict instanceof EndOfJob.Succeeded)) {
+        exitedAfterNotice(code);
+        return;
+      }
       if (verdict instanceof EndOfJob.Failed failed && failed.task().equals(task) && gangFailure == null) {
         // Every task fails with the same story and verdict, so the driver tells it whichever task's
         // failure Spark reports first. A command's own failure waits for a cluster's failure that caused it.
@@ -348,6 +465,7 @@ final class CommandLogs {
     private Runnable onEnd;
     private GangFailed gangFailure;
     private Consumer<GangFailed> onGangFailure;
+    private Consumer<String> onNotice;
     private volatile long lastFromDriver = System.nanoTime();
     private ScheduledExecutorService beats;
 
@@ -405,6 +523,16 @@ final class CommandLogs {
       action.accept(failure);
     }
 
+    /** Runs {@code action} with the gang's preemption notice when the driver passes one on. */
+    synchronized void onNotice(Consumer<String> action) {
+      onNotice = action;
+    }
+
+    /** Tells the driver this task's executor announced a preemption, for the driver to tell the gang. */
+    synchronized void noticed(String reason) {
+      send(NOTICE, escape(reason));
+    }
+
     /** The driver's word that the gang has failed, waiting up to {@code limit} for it; empty without a link. */
     synchronized Optional<GangFailed> awaitGangFailure(Duration limit) throws InterruptedException {
       long deadline = System.nanoTime() + limit.toNanos();
@@ -457,7 +585,15 @@ final class CommandLogs {
           lastFromDriver = System.nanoTime();
           String[] parts = line.split("\t", 3);
           if (parts.length == 3 && parts[0].equals(FAILED)) {
-            gangFailed(new GangFailed(unescape(parts[2]), parts[1].equals(OWN)));
+            gangFailed(new GangFailed(unescape(parts[2]), Verdict.valueOf(parts[1].toUpperCase(Locale.ROOT))));
+          } else if (parts.length == 2 && parts[0].equals(NOTICE)) {
+            Consumer<String> action;
+            synchronized (this) {
+              action = onNotice;
+            }
+            if (action != null) {
+              action.accept(unescape(parts[1]));
+            }
           } else if (line.equals(END)) {
             Runnable action;
             synchronized (this) {

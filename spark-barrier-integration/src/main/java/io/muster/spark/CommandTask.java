@@ -4,10 +4,12 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.data.TfRecordWriter;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
 import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess;
 import io.muster.rpc.JobToken;
+import io.muster.strategy.PreemptedException;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -24,6 +26,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.SparkFiles;
@@ -49,7 +52,12 @@ import scala.runtime.AbstractFunction1;
  * ({@link CommandLogs}), then ends its command (SIGTERM, SIGKILL after the grace period) and
  * succeeds. When the gang fails (the driver says so, or Spark kills the task because another task
  * of the barrier stage failed), the task ends its command with the failure grace period; a task
- * killed for another reason (a user's cancel) ends it with the grace period. The task's work
+ * killed for another reason (a user's cancel) ends it with the grace period. When the executor is
+ * decommissioned or shuts down ({@link ExecutorNotices}), the task passes the notice to the driver,
+ * which passes it to every task of the gang; each sends its command the preemption signal
+ * ({@link ExternalCommand#withPreemption}), and when the driver says the gang has left for the
+ * notice, fails with a {@link PreemptedException}, which the driver re-runs without counting. A
+ * command that saved (its exit code says so) waits for that word while its peers save. The task's work
  * directory is deleted when the task ends, and by the command's guard when this JVM is killed.
  */
 final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]>> implements java.io.Serializable {
@@ -94,7 +102,8 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     int member = ctx.partitionId();
     TaskId task = gang.task(member);
     Path workDir = createWorkDir(task);
-    try (CommandLogs.Sender driver = CommandLogs.Sender.connect(driverAddress, token, task)) {
+    try (CommandLogs.Sender driver = CommandLogs.Sender.connect(driverAddress, token, task);
+        ExecutorNotices.Listener notices = ExecutorNotices.listen(task)) {
       if (!gang.isTracked(task) && !driver.connected()) {
         throw new IllegalStateException(task + " is untracked: the driver at " + driverAddress + " ends it when "
             + "every tracked task has finished, but it cannot reach the driver (see the warning above)");
@@ -114,7 +123,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       }
       env.putAll(TaskEnvironment.of(gang.formed(addresses), member, attempt, gpus, workDir,
           Optional.ofNullable(command.outputDir()), JobToken.of(token)));
-      Optional<byte[]> result = runCommand(ctx, task, env, driver, workDir);
+      Optional<byte[]> result = runCommand(ctx, task, env, driver, notices, workDir);
       return CollectionConverters.asScala(result.stream().iterator());
     } finally {
       deleteRecursively(workDir);
@@ -122,7 +131,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
   }
 
   private Optional<byte[]> runCommand(BarrierTaskContext ctx, TaskId task, Map<String, String> env,
-      CommandLogs.Sender driver, Path workDir) {
+      CommandLogs.Sender driver, ExecutorNotices.Listener notices, Path workDir) {
     Path resultFile = workDir.resolve(TaskEnvironment.RESULT_FILE);
     String name = task.toString();
     log.info("{}: starting `{}` (attempt {})", name, command, attempt + 1);
@@ -145,6 +154,19 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
           process.close();
         });
       }
+      OnPreemption onPreemption = command.onPreemption();
+      AtomicBoolean noticed = new AtomicBoolean();
+      Consumer<String> preempt = notice -> {
+        if (noticed.compareAndSet(false, true) && process.isAlive()) {
+          log.info("{}: {}; sending `{}` SIG{} to save and leave", name, notice, command, onPreemption.signal());
+          process.signal(onPreemption.signal());
+        }
+      };
+      driver.onNotice(preempt);
+      notices.deliverTo(notice -> {
+        driver.noticed(notice);
+        preempt.accept(notice);
+      });
       driver.onGangFailure(failure -> {
         // A command that already ended (its own failure, as every `false` of a gang) keeps its own story.
         if (process.isAlive()) {
@@ -159,9 +181,21 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
             + command.timeout().orElseThrow() + " and was ended" + TaskProcess.stderrStory(process.stderrTail()));
       }
       int code = exit.get();
+      if (code == onPreemption.savedExitCode() && noticed.get()) {
+        driver.exited(code, "");
+        // The others may still be saving: the driver's word comes when they have left, or at its deadline.
+        String saved = name + ": `" + command + "` saved for the preemption (exit code " + code + ")";
+        Optional<CommandLogs.GangFailed> gang =
+            driver.awaitGangFailure(OnPreemption.SAVED_PEERS_WAIT.plus(DRIVERS_WORD));
+        throw new PreemptedException(gang.map(g -> saved + "; " + g.reason()).orElse(saved));
+      }
       CommandLogs.GangFailed failedGang = gangFailure.get();
       if (code != 0 && failedGang != null) {
         driver.exited(code, "");
+        if (failedGang.preempted()) {
+          throw new PreemptedException(name + ": `" + command + "` was ended (exit code " + code + ") because the gang "
+              + "left for a preemption: " + failedGang.reason());
+        }
         // The first failure's story, with its verdict: the driver tells that whichever task's failure Spark reports.
         String failure = name + ": `" + command + "` was ended (exit code " + code + ") because the gang failed: "
             + failedGang.reason();
@@ -199,6 +233,10 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     Optional<CommandLogs.GangFailed> gang = driver.awaitGangFailure(Rerun.CAUSE_WINDOW.plus(DRIVERS_WORD));
     if (gang.isEmpty() || gang.get().reason().equals(failure)) {
       return new UsersFailureException(failure);
+    }
+    if (gang.get().preempted()) {
+      return new PreemptedException(name + ": `" + command + "` exited with code " + code + " after the gang's "
+          + gang.get().reason());
     }
     String story = name + ": `" + command + "` exited with code " + code + " because the gang failed: "
         + gang.get().reason();

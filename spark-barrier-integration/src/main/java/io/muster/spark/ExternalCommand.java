@@ -1,5 +1,6 @@
 package io.muster.spark;
 
+import io.muster.launch.OnPreemption;
 import io.muster.launch.TaskEnvironment;
 import java.io.Serializable;
 import java.time.Duration;
@@ -17,7 +18,7 @@ import java.util.Optional;
  * returns a copy.
  */
 public final class ExternalCommand implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
   private final List<String> command;
   private final Map<String, String> environment;
@@ -27,9 +28,11 @@ public final class ExternalCommand implements Serializable {
   private final Duration failureGracePeriod;
   /** Null for no limit (Optional is not serializable). */
   private final Duration timeout;
+  private final OnPreemption onPreemption;
 
   private ExternalCommand(List<String> command, Map<String, String> environment, String outputDir,
-      int stderrTailLines, Duration gracePeriod, Duration failureGracePeriod, Duration timeout) {
+      int stderrTailLines, Duration gracePeriod, Duration failureGracePeriod, Duration timeout,
+      OnPreemption onPreemption) {
     this.command = List.copyOf(command);
     this.environment = Map.copyOf(environment);
     this.outputDir = outputDir;
@@ -37,6 +40,7 @@ public final class ExternalCommand implements Serializable {
     this.gracePeriod = gracePeriod;
     this.failureGracePeriod = failureGracePeriod;
     this.timeout = timeout;
+    this.onPreemption = onPreemption;
   }
 
   /** The program and its arguments, as they are (no shell). */
@@ -50,7 +54,7 @@ public final class ExternalCommand implements Serializable {
           + "ExternalCommand.of(\"python3\", \"train.py\")");
     }
     return new ExternalCommand(new ArrayList<>(command), Map.of(), null, 30, Duration.ofSeconds(10), Duration.ofSeconds(2),
-        null);
+        null, OnPreemption.TENSORFLOW);
   }
 
   /** More variables for the command; Muster's own ({@code TF_CONFIG}, {@code MUSTER_*}, CUDA) cannot be set. */
@@ -63,7 +67,8 @@ public final class ExternalCommand implements Serializable {
     }
     Map<String, String> merged = new LinkedHashMap<>(environment);
     merged.putAll(variables);
-    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
+    return new ExternalCommand(command, merged, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout,
+        onPreemption);
   }
 
   /** Passed as {@code MUSTER_OUTPUT_DIR} (any Hadoop or TensorFlow URI; the command applies the chief rule). */
@@ -71,7 +76,8 @@ public final class ExternalCommand implements Serializable {
     if (dir == null || dir.isBlank()) {
       throw new IllegalArgumentException("the output directory must be a path or URI, was '" + dir + "'");
     }
-    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
+    return new ExternalCommand(command, environment, dir, stderrTailLines, gracePeriod, failureGracePeriod, timeout,
+        onPreemption);
   }
 
   /** How many of the last stderr lines a failure reports (default 30). */
@@ -79,7 +85,8 @@ public final class ExternalCommand implements Serializable {
     if (lines < 0) {
       throw new IllegalArgumentException("stderrTailLines must be >= 0, was " + lines);
     }
-    return new ExternalCommand(command, environment, outputDir, lines, gracePeriod, failureGracePeriod, timeout);
+    return new ExternalCommand(command, environment, outputDir, lines, gracePeriod, failureGracePeriod, timeout,
+        onPreemption);
   }
 
   /**
@@ -90,7 +97,8 @@ public final class ExternalCommand implements Serializable {
     if (grace.isNegative() || grace.isZero()) {
       throw new IllegalArgumentException("the grace period must be positive, was " + grace);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace, failureGracePeriod, timeout);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, grace, failureGracePeriod, timeout,
+        onPreemption);
   }
 
   /**
@@ -102,7 +110,8 @@ public final class ExternalCommand implements Serializable {
     if (grace.isNegative() || grace.isZero()) {
       throw new IllegalArgumentException("the failure grace period must be positive, was " + grace);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, grace, timeout);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, grace, timeout,
+        onPreemption);
   }
 
   /** Ends the command, and fails the task, when it runs longer (default: no limit; training takes what it takes). */
@@ -110,7 +119,24 @@ public final class ExternalCommand implements Serializable {
     if (timeout.isNegative() || timeout.isZero()) {
       throw new IllegalArgumentException("the timeout must be positive, was " + timeout);
     }
-    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout);
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, failureGracePeriod, timeout,
+        onPreemption);
+  }
+
+  /**
+   * What a preemption notice does (an executor decommissioned or shutting down, {@link
+   * ExecutorNotices}): every command of the gang is sent the signal, and a command that then exits
+   * with the saved exit code saved; the gang is re-run without counting the attempt. Default
+   * {@link OnPreemption#TENSORFLOW}: SIGTERM and 42, what TensorFlow's
+   * {@code PreemptionCheckpointHandler} listens for and exits with.
+   */
+  public ExternalCommand withPreemption(OnPreemption onPreemption) {
+    return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, failureGracePeriod,
+        timeout, java.util.Objects.requireNonNull(onPreemption, "onPreemption"));
+  }
+
+  OnPreemption onPreemption() {
+    return onPreemption;
   }
 
   List<String> command() {

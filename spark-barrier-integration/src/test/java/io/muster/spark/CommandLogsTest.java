@@ -1,6 +1,7 @@
 package io.muster.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 
 import io.muster.cluster.TaskId;
 import io.muster.launch.GangSpec;
@@ -25,7 +26,7 @@ class CommandLogsTest {
     List<CommandLine> received = new CopyOnWriteArrayList<>();
     JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
     try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, received::add,
-        GangSpec.workers(2))) {
+        GangSpec.workers(2), 42)) {
       String[] hostPort = receiver.address().split(":");
       try (Socket stranger = new Socket(hostPort[0], Integer.parseInt(hostPort[1]))) {
         OutputStream out = stranger.getOutputStream();
@@ -54,7 +55,7 @@ class CommandLogsTest {
   private static CommandLogs.GangFailed failureTheOthersHear(int code, String story) throws Exception {
     JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
     try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, line -> { },
-        GangSpec.workers(2));
+        GangSpec.workers(2), 42);
         CommandLogs.Sender first = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 0));
         CommandLogs.Sender other = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 1))) {
       CompletableFuture<CommandLogs.GangFailed> heard = new CompletableFuture<>();
@@ -64,12 +65,46 @@ class CommandLogsTest {
     }
   }
 
+  /**
+   * Worker 0's executor is decommissioned: worker 1 hears the notice from the driver; once both
+   * commands have exited, both hear the gang left for the preemption, with who saved.
+   */
+  @Test
+  void aNoticeReachesTheWholeGangAndTheExitsAfterItTellWhoSaved() throws Exception {
+    assertEquals(new CommandLogs.GangFailed("preemption notice for worker 0 (SIGPWR: decommissioning); every task "
+        + "saved (exit code 42)", CommandLogs.Verdict.PREEMPTED), preemptedGang(42));
+    assertEquals(new CommandLogs.GangFailed("preemption notice for worker 0 (SIGPWR: decommissioning); saved by "
+        + "worker 0; not saved by worker 1 (exit code 1): the next attempt resumes from the last backup",
+        CommandLogs.Verdict.PREEMPTED), preemptedGang(1));
+  }
+
+  /** What worker 1 hears when worker 0 passes on a notice and exits 42, and worker 1 then exits with {@code code}. */
+  private static CommandLogs.GangFailed preemptedGang(int code) throws Exception {
+    JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
+    try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, line -> { },
+        GangSpec.workers(2), 42);
+        CommandLogs.Sender noticed = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 0));
+        CommandLogs.Sender other = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 1))) {
+      CompletableFuture<String> notice = new CompletableFuture<>();
+      other.onNotice(notice::complete);
+      CompletableFuture<CommandLogs.GangFailed> heard = new CompletableFuture<>();
+      other.onGangFailure(heard::complete);
+      noticed.noticed("SIGPWR: decommissioning");
+      assertEquals("preemption notice for worker 0 (SIGPWR: decommissioning)", notice.get(10, TimeUnit.SECONDS));
+      noticed.exited(42, "");
+      Thread.sleep(200);
+      assertFalse(heard.isDone(), "the gang waits for worker 1 to save: " + heard.getNow(null));
+      other.exited(code, code == 42 ? "" : "worker 1: failed");
+      return heard.get(10, TimeUnit.SECONDS);
+    }
+  }
+
   /** A task whose host goes silent (its connection open, nothing arriving): the others hear the gang failed, naming it. */
   @Test
   void aTaskSilentForTenSecondsFailsTheGangRetryablyNamingItsHost() throws Exception {
     JobToken token = JobToken.of("0123456789abcdef0123456789abcdef");
     try (CommandLogs.Receiver receiver = CommandLogs.Receiver.start("127.0.0.1", "127.0.0.1", token, line -> { },
-        GangSpec.workers(2));
+        GangSpec.workers(2), 42);
         CommandLogs.Sender alive = CommandLogs.Sender.connect(receiver.address(), token.value(), new TaskId("worker", 0));
         Socket silent = new Socket()) {
       String[] hostPort = receiver.address().split(":");
