@@ -67,10 +67,11 @@ public final class SparkDemo {
 
   /** The trained model and where the outputs are. */
   public record Result(double accuracy, long heldOutRows, int classes, long droppedRows, String checkpoint,
-      String logs, int attempts, int resumedAtEpoch) {}
+      String logs, int attempts, int resumedAtEpoch, int resumedAtStep) {}
 
-  /** What the chief hands back: the final weights, and which run of the gang trained from which epoch. */
-  record Weights(float[] weights, float[] bias, int attempt, int resumedAtEpoch) implements Serializable {}
+  /** What the chief hands back: the final weights, and which run of the gang trained from which epoch and step. */
+  record Weights(float[] weights, float[] bias, int attempt, int resumedAtEpoch, int resumedAtStep)
+      implements Serializable {}
 
   private SparkDemo() {}
 
@@ -130,8 +131,8 @@ public final class SparkDemo {
     try {
       Result r = run(sessions.apply(options), options);
       if (r.attempts() > 1) {
-        out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%n", r.attempts(),
-            r.resumedAtEpoch() + 1);
+        out.printf("the gang ran %d times; the last run resumed from the backup at epoch %d%s%n", r.attempts(),
+            r.resumedAtEpoch() + 1, r.resumedAtStep() == 0 ? "" : ", step " + (r.resumedAtStep() + 1));
       }
       if (r.droppedRows() > 0) {
         out.printf("skipped %d row%s with an empty cell (--drop-nulls)%n", r.droppedRows(),
@@ -223,7 +224,7 @@ public final class SparkDemo {
     System.arraycopy(weights.bias(), 0, model.bias, 0, model.bias.length);
     return new Result(model.accuracy(test), test.rows(), classes, dropped, new Path(outDir, "ckpt").toString(),
         new Path(outDir, "logs").toString(), weights.attempt() + 1,
-        weights.resumedAtEpoch());
+        weights.resumedAtEpoch(), weights.resumedAtStep());
   }
 
   private static Column[] column(String[] names) {
@@ -248,14 +249,18 @@ public final class SparkDemo {
     }
 
     SoftmaxModel model = new SoftmaxModel(features, classes);
-    try (BackupAndRestore backup = ctx.backupAndRestore(new Path(out, "backup"), BackupAndRestore.EVERY_EPOCH);
+    // Preemption-safe: on a notice (YARN's, an executor decommissioned), the gang saves after a step it agrees on.
+    try (BackupAndRestore backup = ctx.backupAndRestore(new Path(out, "backup"), BackupAndRestore.EVERY_EPOCH)
+            .saveOnPreemption(strategy.preemption());
         CheckpointManager checkpoints = ctx.checkpointManager(new Path(out, "ckpt"),
             CheckpointManager.Options.DEFAULTS);
         SummaryWriter summaries = ctx.summaryWriter(new Path(new Path(out, "logs"), "train"))) {
       var resume = backup.restore(epochs, steps, SoftmaxModel.variablesLike(features, classes));
       int firstEpoch = 0;
+      int firstStep = 0;
       if (resume.isPresent()) {
         firstEpoch = resume.get().epoch();
+        firstStep = resume.get().step();
         System.arraycopy(resume.get().variables().get("weights").floats(), 0, model.weights, 0, model.weights.length);
         System.arraycopy(resume.get().variables().get("bias").floats(), 0, model.bias, 0, model.bias.length);
       }
@@ -270,9 +275,11 @@ public final class SparkDemo {
                 + ctx.task() + " crashes in epoch " + (epoch + 1) + " of the first run, as asked");
           }
         }
+        int current = epoch;
         SoftmaxModel.Epoch trained = model.trainEpoch(strategy, shard,
-            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1, 0, steps, localBatch,
-            options.learningRate(), SoftmaxModel.StepEnd.NONE);
+            new Random(options.seed() + 31L * epoch + strategy.inputPipelineId()), epoch + 1,
+            epoch == firstEpoch ? firstStep : 0, steps, localBatch, options.learningRate(),
+            step -> backup.onStepEnd(current, step, model::tensors));
         double accuracy = model.accuracy(test);
         Map<String, Tensor> variables = model.tensors();
         Map<String, Tensor> checkpoint = new java.util.HashMap<>(variables);
@@ -290,7 +297,7 @@ public final class SparkDemo {
         }
       }
       backup.onTrainEnd();
-      return new Weights(model.weights, model.bias, ctx.attempt(), firstEpoch);
+      return new Weights(model.weights, model.bias, ctx.attempt(), firstEpoch, firstStep);
     }
   }
 

@@ -104,6 +104,44 @@ class SparkDemoTest {
   }
 
   /**
+   * Spark decommissions the executor (SIGPWR to this JVM, local mode's executor) mid-run: the gang
+   * saves after a step every worker agrees on, runs again from that step, and ends with the model of
+   * an uninterrupted run.
+   */
+  @Test
+  void aDecommissionedGangSavesMidEpochResumesThereAndEndsWithTheUninterruptedModel(@TempDir Path tmp)
+      throws Exception {
+    String[] run = {"--workers", "3", "--epochs", "40", "--global-batch", "60"};
+    SparkDemo.Result straight = SparkDemo.run(spark, SparkDemo.Options.parse(with(run, "--out", tmp.resolve("a"))));
+    var preempted = java.util.concurrent.CompletableFuture.supplyAsync(() -> SparkDemo.run(spark,
+        SparkDemo.Options.parse(with(run, "--out", tmp.resolve("b")))));
+    io.muster.testing.Eventually.within(java.time.Duration.ofMinutes(1), "the second epoch's checkpoint",
+        () -> preempted.isDone() || Files.exists(tmp.resolve("b").resolve("ckpt").resolve("ckpt-2.index")));
+    assertEquals(0, new ProcessBuilder("kill", "-PWR", Long.toString(ProcessHandle.current().pid())).start().waitFor());
+    SparkDemo.Result resumed = preempted.get(5, java.util.concurrent.TimeUnit.MINUTES);
+    assertEquals(2, resumed.attempts(), "the gang saved and ran again");
+    assertTrue(resumed.resumedAtEpoch() >= 2 && resumed.resumedAtEpoch() < 40, "resumed after epoch 2: "
+        + resumed.resumedAtEpoch());
+    FileSystem fs = FileSystem.getLocal(new Configuration()).getRawFileSystem();
+    Map<String, Tensor> want = latest(fs, straight.checkpoint());
+    Map<String, Tensor> got = latest(fs, resumed.checkpoint());
+    for (String name : List.of("weights", "bias")) {
+      float[] a = want.get(name).floats();
+      float[] b = got.get(name).floats();
+      for (int i = 0; i < a.length; i++) {
+        assertEquals(a[i], b[i], 1e-5f, name + "[" + i + "]");
+      }
+    }
+  }
+
+  private static String[] with(String[] args, String option, Path value) {
+    String[] all = java.util.Arrays.copyOf(args, args.length + 2);
+    all[args.length] = option;
+    all[args.length + 1] = value.toString();
+    return all;
+  }
+
+  /**
    * A run SIGKILLed wherever it is (in an epoch, in its checkpoint's save, between that and its
    * backup), then resumed: its checkpoints are numbered by their epochs, only the newest five are
    * left (no file of a killed save), and TensorBoard has every epoch's loss.
