@@ -249,15 +249,16 @@ class SparkRunTest {
 
   /**
    * This JVM, Spark's local executor, gets Spark's decommission signal (SIGPWR) while the commands
-   * run: both get --preemption-signal, exit with --preemption-exit-code (saved), and the gang runs
-   * again without counting the attempt (one allowed).
+   * run: both get --preemption-signal; worker 0 exits with --preemption-exit-code (saved), worker 1
+   * with another code (it did not save), and the gang runs again without counting the attempt (one
+   * allowed).
    */
   @Test
   void aDecommissionNoticeReachesEveryCommandAsItsPreemptionSignalAndTheRerunIsNotCounted(@TempDir Path tmp)
       throws Exception {
     String marks = tmp.toString();
     String script = "if [ \"$MUSTER_ATTEMPT\" = 1 ]; then touch " + marks + "/resumed-$MUSTER_TASK_INDEX; exit 0; fi; "
-        + "trap 'touch " + marks + "/saved-$MUSTER_TASK_INDEX; exit 7' USR1; "
+        + "trap 'touch " + marks + "/signalled-$MUSTER_TASK_INDEX; exit $((7 - 4 * MUSTER_TASK_INDEX))' USR1; "
         + "touch " + marks + "/ready-$MUSTER_TASK_INDEX; while :; do sleep 0.1; done";
     var run = java.util.concurrent.CompletableFuture.supplyAsync(() -> SparkRun.run(spark, SparkRun.options("--workers",
         "2", "--max-attempts", "1", "--preemption-signal", "USR1", "--preemption-exit-code", "7"),
@@ -266,8 +267,8 @@ class SparkRunTest {
         || Files.exists(tmp.resolve("ready-0")) && Files.exists(tmp.resolve("ready-1")));
     assertEquals(0, new ProcessBuilder("kill", "-PWR", Long.toString(ProcessHandle.current().pid())).start().waitFor());
     assertEquals(java.util.Optional.empty(), run.get(2, java.util.concurrent.TimeUnit.MINUTES));
-    for (String mark : List.of("saved-0", "saved-1", "resumed-0", "resumed-1")) {
-      assertTrue(Files.exists(tmp.resolve(mark)), mark + ": each command saved on its signal, then ran again");
+    for (String mark : List.of("signalled-0", "signalled-1", "resumed-0", "resumed-1")) {
+      assertTrue(Files.exists(tmp.resolve(mark)), mark + ": each command heard its signal, then ran again");
     }
   }
 }

@@ -363,7 +363,7 @@ final class CommandLogs {
     }
 
     /**
-     * After a notice, a command exited with {@code code}: the gang leaves as preempted when a
+     * After a notice, a tracked command exited with {@code code}: the gang leaves as preempted when a
      * command failed otherwise, or every tracked command has exited, or
      * {@link OnPreemption#SAVED_PEERS_WAIT} after the first one saved.
      */
@@ -408,7 +408,9 @@ final class CommandLogs {
       EndOfJob.Verdict before = endOfJob.verdict();
       EndOfJob.Verdict verdict = endOfJob.exited(task, code);
       if (preemptionNotice != null && gangFailure == null && !(verdict instanceof EndOfJob.Succeeded)) {
-        exitedAfterNotice(code);
+        if (gang.isTracked(task)) { // a ps server the signal ended is expected; the tracked commands decide
+          exitedAfterNotice(code);
+        }
         return;
       }
       if (verdict instanceof EndOfJob.Failed failed && failed.task().equals(task) && gangFailure == null) {

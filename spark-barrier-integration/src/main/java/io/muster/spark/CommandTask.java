@@ -181,14 +181,6 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
             + command.timeout().orElseThrow() + " and was ended" + TaskProcess.stderrStory(process.stderrTail()));
       }
       int code = exit.get();
-      if (code == onPreemption.savedExitCode() && noticed.get()) {
-        driver.exited(code, "");
-        // The others may still be saving: the driver's word comes when they have left, or at its deadline.
-        String saved = name + ": `" + command + "` saved for the preemption (exit code " + code + ")";
-        Optional<CommandLogs.GangFailed> gang =
-            driver.awaitGangFailure(OnPreemption.SAVED_PEERS_WAIT.plus(DRIVERS_WORD));
-        throw new PreemptedException(gang.map(g -> saved + "; " + g.reason()).orElse(saved));
-      }
       CommandLogs.GangFailed failedGang = gangFailure.get();
       if (code != 0 && failedGang != null) {
         driver.exited(code, "");
@@ -208,6 +200,9 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
         log.info("{}: ended `{}`: the tasks the job awaits have all finished", name, command);
         return Optional.empty();
       }
+      if (code != 0 && noticed.get()) {
+        throw leftAfterNotice(name, code, driver);
+      }
       if (code != 0) {
         throw failure(name, code, failure, driver);
       }
@@ -217,6 +212,26 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       Thread.currentThread().interrupt();
       throw new IllegalStateException(name + ": interrupted while `" + command + "` ran; it was ended", e);
     }
+  }
+
+  /**
+   * A command exited non-zero after its preemption signal: saved, with the saved exit code, or not.
+   * The others may still be saving, and this task's failure would have Spark kill them: it waits for
+   * the driver's word that the gang has left (once the tracked commands have exited, at once after
+   * one that did not save, or at the driver's deadline).
+   */
+  private RuntimeException leftAfterNotice(String name, int code, CommandLogs.Sender driver)
+      throws InterruptedException {
+    boolean saved = code == command.onPreemption().savedExitCode();
+    String story = name + ": `" + command + "` " + (saved ? "saved for the preemption (exit code " + code + ")"
+        : "exited with code " + code + " after the preemption signal");
+    Optional<CommandLogs.GangFailed> gang = driver.awaitGangFailure(OnPreemption.SAVED_PEERS_WAIT.plus(DRIVERS_WORD));
+    if (gang.isEmpty()) {
+      return saved ? new PreemptedException(story) : new IllegalStateException(story);
+    }
+    String told = story + "; " + gang.get().reason();
+    return gang.get().preempted() ? new PreemptedException(told)
+        : gang.get().usersOwn() ? new UsersFailureException(told) : new IllegalStateException(told);
   }
 
   /**
