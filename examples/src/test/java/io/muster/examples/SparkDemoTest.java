@@ -117,6 +117,8 @@ class SparkDemoTest {
         SparkDemo.Options.parse(with(run, "--out", tmp.resolve("b")))));
     io.muster.testing.Eventually.within(java.time.Duration.ofMinutes(1), "the second epoch's checkpoint",
         () -> preempted.isDone() || Files.exists(tmp.resolve("b").resolve("ckpt").resolve("ckpt-2.index")));
+    // With no task listening, SIGPWR's default would end this JVM: signal only a run still going.
+    assertFalse(preempted.isDone(), "the run ended before its second epoch's checkpoint was seen: " + preempted);
     assertEquals(0, new ProcessBuilder("kill", "-PWR", Long.toString(ProcessHandle.current().pid())).start().waitFor());
     SparkDemo.Result resumed = preempted.get(5, java.util.concurrent.TimeUnit.MINUTES);
     assertEquals(2, resumed.attempts(), "the gang saved and ran again");

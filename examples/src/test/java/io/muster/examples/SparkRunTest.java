@@ -1,6 +1,7 @@
 package io.muster.examples;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -265,6 +266,8 @@ class SparkRunTest {
         List.of("sh", "-c", script)));
     Eventually.within(Duration.ofMinutes(1), "both commands started", () -> run.isDone()
         || Files.exists(tmp.resolve("ready-0")) && Files.exists(tmp.resolve("ready-1")));
+    // With no task listening, SIGPWR's default would end this JVM: signal only a run still going.
+    assertFalse(run.isDone(), "the run ended before both commands started: " + run);
     assertEquals(0, new ProcessBuilder("kill", "-PWR", Long.toString(ProcessHandle.current().pid())).start().waitFor());
     assertEquals(java.util.Optional.empty(), run.get(2, java.util.concurrent.TimeUnit.MINUTES));
     for (String mark : List.of("signalled-0", "signalled-1", "resumed-0", "resumed-1")) {
