@@ -43,9 +43,9 @@ import org.slf4j.LoggerFactory;
  * {@code ParameterServerStrategy} job, which never exit by themselves), which then end their
  * commands. When the gang fails (a command exits non-zero, or a task's link closes before its
  * command's exit was reported: the task failed or was killed) it sends
- * {@code FAILED TAB own|retryable|preempted TAB reason} to every task, which then ends its command with the
- * failure grace period instead of waiting for Spark's abort of the stage, and fails with the first
- * task's story and the same verdict on a retry. A cluster's failure is sent at once; a command's
+ * {@code FAILED TAB own|retryable|preempted TAB reason} to every task, which then ends its command
+ * with the failure grace period instead of waiting for Spark's abort of the stage, and fails with
+ * the first task's story and the same verdict on a retry. A cluster's failure is sent at once; a command's
  * own failure ({@link Rerun}) after {@link Rerun#CAUSE_WINDOW}, unless a cluster's failure taken
  * for its cause comes first; the task whose command failed waits for that word before it fails.
  *

@@ -57,8 +57,8 @@ import scala.runtime.AbstractFunction1;
  * which passes it to every task of the gang; each sends its command the preemption signal
  * ({@link ExternalCommand#withPreemption}), and when the driver says the gang has left for the
  * notice, fails with a {@link PreemptedException}, which the driver re-runs without counting. A
- * command that saved (its exit code says so) waits for that word while its peers save. The task's work
- * directory is deleted when the task ends, and by the command's guard when this JVM is killed.
+ * task whose command exited after the signal waits for that word while its peers save. The task's
+ * work directory is deleted when the task ends, and by the command's guard when this JVM is killed.
  */
 final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]>> implements java.io.Serializable {
 
