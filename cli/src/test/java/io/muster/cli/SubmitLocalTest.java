@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.testing.PythonTensorFlow;
 import java.io.ByteArrayOutputStream;
-import java.io.InputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -25,10 +24,7 @@ class SubmitLocalTest {
   @Test
   void realTensorFlowMultiWorkerMirroredStrategyOnTwoYarnWorkers(@TempDir Path tmp) throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = tmp.resolve("mwms_train.py");
-    try (InputStream in = SubmitLocalTest.class.getResourceAsStream("/mwms_train.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("mwms_train.py", tmp);
     Path out = tmp.resolve("out");
     ByteArrayOutputStream stdout = new ByteArrayOutputStream();
     ByteArrayOutputStream stderr = new ByteArrayOutputStream();

@@ -54,10 +54,7 @@ class SparkRunTest {
   void realTensorFlowParameterServerStrategyEndsWithItsChiefAndItsServersAreEnded(@TempDir Path tmp)
       throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = tmp.resolve("ps_strategy.py");
-    try (var in = SparkRunTest.class.getResourceAsStream("/ps_strategy.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("ps_strategy.py", tmp);
     List<CommandLine> lines = new CopyOnWriteArrayList<>();
     byte[] result = BarrierTrainer.builder().chief(true).numWorkers(1).ps(1).commandLogs(lines::add).build()
         .run(spark, ExternalCommand.of(python.toString(), script.toString()).withTimeout(Duration.ofMinutes(3)))

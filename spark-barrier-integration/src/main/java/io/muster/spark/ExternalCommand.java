@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 
 /**
@@ -132,7 +133,7 @@ public final class ExternalCommand implements Serializable {
    */
   public ExternalCommand withPreemption(OnPreemption onPreemption) {
     return new ExternalCommand(command, environment, outputDir, stderrTailLines, gracePeriod, failureGracePeriod,
-        timeout, java.util.Objects.requireNonNull(onPreemption, "onPreemption"));
+        timeout, Objects.requireNonNull(onPreemption, "onPreemption"));
   }
 
   OnPreemption onPreemption() {

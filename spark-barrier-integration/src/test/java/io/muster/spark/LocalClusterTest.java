@@ -220,10 +220,7 @@ class LocalClusterTest {
   @Test
   void realTensorFlowCommandsSaveOnAnExecutorsDecommissionAndResumeThereUncounted(@TempDir Path tmp) throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = tmp.resolve("preemption_train.py");
-    try (var in = LocalClusterTest.class.getResourceAsStream("/preemption_train.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("preemption_train.py", tmp);
     List<CommandLine> uninterrupted = trainWithTensorFlow(python, script, "0", tmp.resolve("uninterrupted"), () -> { });
     List<CommandLine> preempted = trainWithTensorFlow(python, script, "0.2", tmp.resolve("preempted"),
         LocalClusterTest::decommissionWorker0sExecutor);

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.muster.internal.Json;
 import io.muster.testing.PythonTensorFlow;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -56,10 +55,7 @@ class ParameterServerReferenceTest {
   @BeforeAll
   static void askTensorFlow(@TempDir Path tmp) throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = tmp.resolve("ps_reference.py");
-    try (InputStream in = ParameterServerReferenceTest.class.getResourceAsStream("/ps_reference.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("ps_reference.py", tmp);
     List<Object> partitioners = new ArrayList<>();
     for (PartitionerCase c : PARTITIONERS) {
       Map<String, Object> p = new LinkedHashMap<>();

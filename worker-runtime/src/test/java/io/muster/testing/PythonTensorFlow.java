@@ -52,6 +52,18 @@ public final class PythonTensorFlow {
     return python;
   }
 
+  /** Copies the test resource {@code /name} (a script) into {@code dir}; the copy's path. */
+  public static Path script(String name, Path dir) throws IOException {
+    Path script = dir.resolve(name);
+    try (var in = PythonTensorFlow.class.getResourceAsStream("/" + name)) {
+      if (in == null) {
+        throw new IOException("no test resource /" + name + " on the class path");
+      }
+      Files.copy(in, script);
+    }
+    return script;
+  }
+
   private static void deleteRecursively(Path dir) throws IOException {
     if (!Files.exists(dir)) {
       return;

@@ -13,6 +13,7 @@ import io.muster.launch.GangSpec;
 import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
+import io.muster.testing.PythonTensorFlow;
 import io.muster.yarn.local.LocalYarn;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -96,10 +97,7 @@ class YarnJobsTest {
   /** A Python command checks its TF_CONFIG against its peers' (check_tf_config.py); the workers and the ps never exit. */
   @Test
   void aParameterServerGangSucceedsWithTheChiefAndItsServingTasksAreEnded() throws Exception {
-    Path script = dir.resolve("check_tf_config.py");
-    try (var in = YarnJobsTest.class.getResourceAsStream("/check_tf_config.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("check_tf_config.py", dir);
     Path shared = Files.createDirectories(dir.resolve("shared"));
     Path out = Files.createDirectories(dir.resolve("out"));
     // a local output directory reaches the command as a plain path: a shell's redirect and Python's open write there

@@ -191,10 +191,7 @@ class YarnPreemptionTest {
   void realTensorFlowsPreemptionCheckpointHandlerSavesOnTheNoticeAndTheNextAttemptResumesThere(@TempDir Path dir)
       throws Exception {
     Path python = PythonTensorFlow.python();
-    Path script = dir.resolve("preemption_train.py");
-    try (var in = YarnPreemptionTest.class.getResourceAsStream("/preemption_train.py")) {
-      Files.copy(in, script);
-    }
+    Path script = PythonTensorFlow.script("preemption_train.py", dir);
     // The handler asks the GCE metadata server whether it runs on Google's cloud: a closed port on
     // the loopback says no at once, and the test talks to nothing beyond this machine.
     Map<String, String> environment = Map.of("GCE_METADATA_IP", "127.0.0.1:1", "TF_CPP_MIN_LOG_LEVEL", "2");
