@@ -26,16 +26,19 @@ import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 
 /**
- * {@code ./muster bench yarn [--containers 4,8] [--runs 3]}: on {@link LocalYarn} (two NodeManagers
- * in this JVM), the time from submission to every task's command running, for gangs of N
- * containers; the time from SIGKILL of one command to every command of the next attempt running;
- * and the ApplicationMaster's peak resident memory. One JSON line per measurement, medians over
- * the runs after a warm-up. The clock is this machine's: the commands write {@code date +%s%3N}.
+ * {@code ./muster bench yarn [--containers 4,8] [--runs 3] [--executors both]}: on {@link LocalYarn}
+ * (two NodeManagers in this JVM), the time from submission to every task's command running, for
+ * gangs of N containers; the time from SIGKILL of one command to every command of the next attempt
+ * running; and the ApplicationMaster's peak resident memory. Each with the executors' class-data
+ * archive and without it (the path before it), alternating run by run. One JSON line per
+ * measurement, medians over the runs after a warm-up. The clock is this machine's: the commands
+ * write {@code date +%s%3N}.
  */
 public final class YarnBench {
   private YarnBench() {}
 
-  static final String USAGE = "usage: muster bench yarn [--containers 4,8] [--runs 3]";
+  static final String USAGE = "usage: muster bench yarn [--containers 4,8] [--runs 3] [--executors both]   "
+      + "(both: with the executors' class-data archive and without, run by run; or archive, none)";
 
   public static void main(String[] args) {
     System.exit(run(args, System.out, System.err));
@@ -52,11 +55,13 @@ public final class YarnBench {
     }
     List<Integer> containers;
     int runs;
+    List<String> modes;
     try {
-      Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3"));
+      Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3",
+          "--executors", "both"));
       for (int i = 0; i < args.length; i += 2) {
         if (!options.containsKey(args[i])) {
-          throw new IllegalArgumentException("unknown argument '" + args[i] + "'; options: --containers, --runs");
+          throw new IllegalArgumentException("unknown argument '" + args[i] + "'; options: --containers, --runs, --executors");
         }
         if (i + 1 >= args.length) {
           throw new IllegalArgumentException(args[i] + " needs a value");
@@ -65,6 +70,13 @@ public final class YarnBench {
       }
       String runsGiven = options.get("--runs");
       runs = positive(runsGiven, "--runs must be a positive integer, was '" + runsGiven + "'");
+      String executors = options.get("--executors");
+      modes = switch (executors) {
+        case "both" -> List.of("none", "archive");
+        case "archive", "none" -> List.of(executors);
+        default -> throw new IllegalArgumentException("--executors must be both, archive or none, was '" + executors
+            + "'");
+      };
       String csv = options.get("--containers");
       containers = new ArrayList<>();
       for (String n : csv.split(",", -1)) {
@@ -76,7 +88,7 @@ public final class YarnBench {
       return 2;
     }
     try {
-      measure(containers, runs);
+      measure(containers, runs, modes);
       return 0;
     } catch (Exception e) {
       org.slf4j.LoggerFactory.getLogger(YarnBench.class).debug("muster bench yarn failed", e);
@@ -98,45 +110,71 @@ public final class YarnBench {
     throw new IllegalArgumentException(message);
   }
 
-  private static void measure(List<Integer> sizes, int runs) throws Exception {
-    try (LocalYarn local = LocalYarn.startTemporary();
-        MusterClient client = new MusterClient(local.configuration())) {
-      Path dir = local.directory(); // the commands' outputs go with the cluster's files
-      for (int containers : sizes) {
-        List<Double> starts = new ArrayList<>();
-        long peakRss = 0;
-        for (int run = -1; run < runs; run++) { // run -1 warms up
-          Path out = Files.createDirectories(dir.resolve("start-" + containers + "-" + run));
-          AtomicLong rss = new AtomicLong();
-          long submitted = System.currentTimeMillis();
-          ApplicationReport report = runWatchingMaster(client, job(containers, 1,
-              "date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 2"), rss);
-          check(report);
-          if (run >= 0) {
-            starts.add((double) (latest(out, containers) - submitted));
-            peakRss = Math.max(peakRss, rss.get());
+  /**
+   * Each measurement with the executors' class-data archive ({@code archive}) and without it
+   * ({@code none}, the path before it), alternating run by run on the same cluster.
+   */
+  private static void measure(List<Integer> sizes, int runs, List<String> modes) throws Exception {
+    try (LocalYarn local = LocalYarn.startTemporary()) {
+      Map<String, MusterClient> clients = new LinkedHashMap<>();
+      for (String mode : modes) {
+        org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(local.configuration());
+        conf.setBoolean(MusterClient.EXECUTOR_ARCHIVE, mode.equals("archive"));
+        clients.put(mode, new MusterClient(conf));
+      }
+      try {
+        Path dir = local.directory(); // the commands' outputs go with the cluster's files
+        for (int containers : sizes) {
+          Map<String, List<Double>> starts = new LinkedHashMap<>();
+          Map<String, Long> peakRss = new LinkedHashMap<>();
+          for (int run = -1; run < runs; run++) { // run -1 warms up (and makes the archive)
+            for (String mode : modes) {
+              Path out = Files.createDirectories(dir.resolve("start-" + containers + "-" + mode + run));
+              AtomicLong rss = new AtomicLong();
+              long submitted = System.currentTimeMillis();
+              ApplicationReport report = runWatchingMaster(clients.get(mode), job(containers, 1,
+                  "date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 2"), rss);
+              check(report);
+              if (run >= 0) {
+                starts.computeIfAbsent(mode, m -> new ArrayList<>()).add((double) (latest(out, containers) - submitted));
+                peakRss.merge(mode, rss.get(), Math::max);
+              }
+            }
+          }
+          for (String mode : modes) {
+            print(Map.of("bench", "yarn", "what", "submit_to_every_command_running", "executors", mode,
+                "containers", containers, "median_ms", Math.round(median(starts.get(mode))),
+                "runs_ms", starts.get(mode).stream().map(Math::round).toList()));
+            print(Map.of("bench", "yarn", "what", "master_peak_rss", "executors", mode, "containers", containers,
+                "mib", Math.round(peakRss.get(mode) / (1024.0 * 1024))));
           }
         }
-        print(Map.of("bench", "yarn", "what", "submit_to_every_command_running", "containers", containers,
-            "median_ms", Math.round(median(starts)), "runs_ms", starts.stream().map(Math::round).toList()));
-        print(Map.of("bench", "yarn", "what", "master_peak_rss", "containers", containers,
-            "mib", Math.round(peakRss / (1024.0 * 1024))));
-      }
-      List<Double> restarts = new ArrayList<>();
-      for (int run = -1; run < runs; run++) {
-        Path out = Files.createDirectories(dir.resolve("restart-" + run));
-        String command = "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > " + out + "/pid-$MUSTER_TASK_INDEX; "
-            + "exec sleep 600; fi; date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 1";
-        ApplicationId id = client.submit(job(4, 2, command));
-        long killed = killOneWhenAllRun(out, 4);
-        ApplicationReport report = client.follow(id, Duration.ofMinutes(5), line -> { });
-        check(report);
-        if (run >= 0) {
-          restarts.add((double) (latest(out, 4) - killed));
+        Map<String, List<Double>> restarts = new LinkedHashMap<>();
+        for (int run = -1; run < runs; run++) {
+          for (String mode : modes) {
+            Path out = Files.createDirectories(dir.resolve("restart-" + mode + run));
+            String command = "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > " + out + "/pid-$MUSTER_TASK_INDEX; "
+                + "exec sleep 600; fi; date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 1";
+            MusterClient client = clients.get(mode);
+            ApplicationId id = client.submit(job(4, 2, command));
+            long killed = killOneWhenAllRun(out, 4);
+            ApplicationReport report = client.follow(id, Duration.ofMinutes(5), line -> { });
+            check(report);
+            if (run >= 0) {
+              restarts.computeIfAbsent(mode, m -> new ArrayList<>()).add((double) (latest(out, 4) - killed));
+            }
+          }
+        }
+        for (String mode : modes) {
+          print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "executors", mode, "containers", 4,
+              "median_ms", Math.round(median(restarts.get(mode))),
+              "runs_ms", restarts.get(mode).stream().map(Math::round).toList()));
+        }
+      } finally {
+        for (MusterClient client : clients.values()) {
+          client.close();
         }
       }
-      print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "containers", 4,
-          "median_ms", Math.round(median(restarts)), "runs_ms", restarts.stream().map(Math::round).toList()));
     }
   }
 

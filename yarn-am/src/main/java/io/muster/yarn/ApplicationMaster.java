@@ -1,5 +1,6 @@
 package io.muster.yarn;
 
+import io.grpc.StatusRuntimeException;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
@@ -7,7 +8,11 @@ import io.muster.internal.Durations;
 import io.muster.launch.EndOfJob;
 import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
+import io.muster.internal.rpc.ChannelCache;
 import io.muster.internal.rpc.Reachability;
+import io.muster.proto.gang.GangServiceGrpc;
+import io.muster.proto.gang.HeartbeatRequest;
+import io.muster.proto.gang.TaskRef;
 import io.muster.rpc.Security;
 import io.muster.internal.rpc.TaskServer;
 import java.io.IOException;
@@ -115,6 +120,9 @@ public final class ApplicationMaster {
   private final GangEndpoint endpoint;
   private final HostPort address;
   private final ByteBuffer containerTokens;
+  /** The executors' class-data archive, where the client made one ({@link ExecutorArchive}). */
+  private final Optional<String> executorArchive = Optional.ofNullable(System.getenv(ExecutorArchive.ENV))
+      .filter(path -> !path.isBlank());
   private final Map<String, Container> containers = new HashMap<>();
   private final Set<String> stopping = new HashSet<>();
   /** The nodes left out of the job's later attempts (YARN's blacklist), each with why. */
@@ -158,6 +166,7 @@ public final class ApplicationMaster {
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort(host, 0), Security.of(token))) {
       GangEndpoint endpoint = new GangEndpoint();
       server.addService(endpoint);
+      warmUpInBackground(server.address(), token);
       ContainerId self = ContainerId.fromString(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name()));
       ApplicationMaster master = new ApplicationMaster(job, self.getApplicationAttemptId().getAttemptId(), rm, nm,
           endpoint, server.address(), containerTokens(credentials));
@@ -188,6 +197,25 @@ public final class ApplicationMaster {
   }
 
   record Outcome(FinalApplicationStatus status, String diagnostics) {}
+
+  /**
+   * One call to this master's own endpoint, refused as from no attempt, while YARN allocates and
+   * launches the containers: the executors' first calls then find the serving path loaded and
+   * compiled, instead of all waiting on it at once.
+   */
+  private static void warmUpInBackground(HostPort self, JobToken token) {
+    Thread warmUp = new Thread(() -> {
+      try (ChannelCache channels = new ChannelCache(Security.of(token))) {
+        GangServiceGrpc.newBlockingStub(channels.get(self)).withDeadlineAfter(10, TimeUnit.SECONDS)
+            .heartbeat(HeartbeatRequest.newBuilder().setTask(TaskRef.newBuilder().setJob(TaskType.WORKER.jobName())
+                .setAttempt(-1).setContainerId("warm-up")).build());
+      } catch (StatusRuntimeException e) {
+        log.debug("the warm-up call was answered: {}", e.getStatus()); // FAILED_PRECONDITION: no such attempt
+      }
+    }, "muster-warm-up");
+    warmUp.setDaemon(true);
+    warmUp.start();
+  }
 
   /** The ResourceManager did not answer within the client's bound: the cluster is gone, or this node is cut off. */
   private static final class ResourceManagerLost extends RuntimeException {
@@ -509,9 +537,9 @@ public final class ApplicationMaster {
 
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
     String java = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java";
-    // a small, short-lived JVM: the C1 compiler and the serial collector start it fastest
-    String command = java + " -Xmx128m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp " + classpath(job) + " "
-        + TaskExecutor.class.getName()
+    String command = java + " " + String.join(" ", ExecutorArchive.JVM_FLAGS)
+        + executorArchive.map(archive -> " " + ExecutorArchive.jvmOptions(archive)).orElse("")
+        + " -cp " + executorClasspath(job) + " " + TaskExecutor.class.getName()
         + " " + address + " " + task.job() + " " + task.index() + " " + attempt.number
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
@@ -568,6 +596,15 @@ public final class ApplicationMaster {
   static String classpath(YarnJob job) {
     // quoted: a staged runtime's class path is the container directory's "*", which the shell must not expand
     return "\"" + ApplicationConstants.Environment.HADOOP_CONF_DIR.$$() + ":" + String.join(":", job.classpath())
+        + "\"";
+  }
+
+  /**
+   * Muster's runtime, then the node's Hadoop configuration directory (which the executor does not
+   * read): the class path the executors' archive was made for comes first, as the JVM requires.
+   */
+  static String executorClasspath(YarnJob job) {
+    return "\"" + String.join(":", job.classpath()) + ":" + ApplicationConstants.Environment.HADOOP_CONF_DIR.$$()
         + "\"";
   }
 

@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -58,6 +59,11 @@ import org.apache.hadoop.yarn.util.ConverterUtils;
  */
 public final class MusterClient implements AutoCloseable {
 
+  /**
+   * Whether a runtime used where it is gets a class-data archive for its executors (true by
+   * default; false starts them as before): {@link ExecutorArchive}.
+   */
+  public static final String EXECUTOR_ARCHIVE = "muster.yarn.executor.class-data-archive";
   /** The ApplicationMaster's container. */
   static final Resource MASTER = Resource.newInstance(512, 1);
   /** How many times YARN starts the master: once more after it is lost. */
@@ -103,6 +109,12 @@ public final class MusterClient implements AutoCloseable {
     checkFits(job, app.getNewApplicationResponse().getMaximumResourceCapability(),
         yarn.getNodeReports(NodeState.RUNNING));
     ApplicationSubmissionContext context = app.getApplicationSubmissionContext();
+    Optional<java.nio.file.Path> executorArchive = Optional.empty();
+    if (!stageRuntime) { // used where it is: the jars keep the times the archive was made against
+      ExecutorArchive.Prepared runtime = ExecutorArchive.prepare(conf, job.classpath(), ExecutorArchive.defaultCache());
+      job = job.withClasspath(runtime.classpath());
+      executorArchive = runtime.archive();
+    }
     job = stage(job, context.getApplicationId());
     context.setApplicationName(job.name());
     context.setQueue(job.queue());
@@ -118,9 +130,11 @@ public final class MusterClient implements AutoCloseable {
         + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
+    Map<String, String> environment = new HashMap<>(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
+        SiteConfiguration.ENV, site));
+    executorArchive.ifPresent(archive -> environment.put(ExecutorArchive.ENV, archive.toString()));
     context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
-        Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
-        SiteConfiguration.ENV, site), List.of(command), null, credentials(job, JobToken.random().value()), null));
+        environment, List.of(command), null, credentials(job, JobToken.random().value()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
   }

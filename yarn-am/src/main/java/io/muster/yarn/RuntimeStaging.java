@@ -60,7 +60,7 @@ final class RuntimeStaging {
   }
 
   /** A class directory as a jar, its entries in a fixed order with fixed times, so equal contents hash equally. */
-  private static java.nio.file.Path packed(java.nio.file.Path dir) throws IOException {
+  static java.nio.file.Path packed(java.nio.file.Path dir) throws IOException {
     java.nio.file.Path jar = Files.createTempFile("muster-" + dir.getFileName(), ".jar");
     try (OutputStream file = Files.newOutputStream(jar); JarOutputStream out = new JarOutputStream(file);
         Stream<java.nio.file.Path> files = Files.walk(dir)) {
@@ -75,7 +75,7 @@ final class RuntimeStaging {
     return jar;
   }
 
-  private static String sha256(java.nio.file.Path file) throws IOException {
+  static String sha256(java.nio.file.Path file) throws IOException {
     try (InputStream in = new DigestInputStream(Files.newInputStream(file), MessageDigest.getInstance("SHA-256"))) {
       MessageDigest digest = ((DigestInputStream) in).getMessageDigest();
       in.transferTo(OutputStream.nullOutputStream());

@@ -2,6 +2,13 @@ package io.muster.yarn;
 
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.stub.StreamObserver;
+import io.muster.internal.rpc.TaskServer;
+import io.muster.launch.GangSpec;
+import io.muster.launch.Rerun;
+import io.muster.proto.gang.AwaitGangResponse;
+import io.muster.proto.gang.ExitedResponse;
+import io.muster.proto.gang.RegisterResponse;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
@@ -62,10 +69,15 @@ public final class TaskExecutor {
   private static final Duration CALL = Duration.ofSeconds(10);
   private static final Duration GRACE = Duration.ofSeconds(10);
   private static final String HADOOP_USER_NAME = "HADOOP_USER_NAME";
+  /** The argument that makes this a warm-up run for {@link ExecutorArchive}. */
+  static final String WARM_UP = "--warm-up";
 
   private TaskExecutor() {}
 
   public static void main(String[] args) throws Exception {
+    if (args.length == 1 && args[0].equals(WARM_UP)) {
+      System.exit(warmUp());
+    }
     HostPort master = HostPort.parse(args[0]);
     TaskId task = new TaskId(args[1], Integer.parseInt(args[2]));
     int attempt = Integer.parseInt(args[3]);
@@ -80,7 +92,68 @@ public final class TaskExecutor {
         .setContainerId(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).build();
     try (ChannelCache channels = new ChannelCache(Security.of(token))) {
       GangServiceGrpc.GangServiceBlockingStub stub = GangServiceGrpc.newBlockingStub(channels.get(master));
-      System.exit(run(stub, ref, task, attempt, job, token));
+      System.exit(run(stub, ref, task, attempt, job, token,
+          System.getenv(ApplicationConstants.Environment.NM_HOST.name())));
+    }
+  }
+
+  /**
+   * What {@link ExecutorArchive} records: one executor's whole run, as in a container, against a
+   * master in this JVM that answers every call at once, with a command that exits at once. The
+   * classes it loads are the archive's.
+   */
+  private static int warmUp() throws Exception {
+    JobToken token = JobToken.random();
+    TaskId task = new TaskId(TaskType.WORKER.jobName(), 0);
+    Credentials credentials = new Credentials();
+    Handoff.putToken(credentials, token.value());
+    java.io.File tokens = java.io.File.createTempFile("muster-warm-up", ".tokens", new java.io.File("."));
+    try {
+      credentials.writeTokenStorageFile(new org.apache.hadoop.fs.Path(tokens.toURI()), new Configuration(false));
+      token = Handoff.token(Credentials.readTokenStorageFile(tokens, new Configuration(false))).orElseThrow();
+    } finally {
+      Files.deleteIfExists(tokens.toPath());
+    }
+    YarnJob job = YarnJob.fromEnvironmentValue(new YarnJob("warm-up", "default", GangSpec.workers(1),
+        Map.of(TaskType.WORKER, new YarnJob.Resources(128, 1, 0)), Map.of(TaskType.WORKER, "true"), Map.of(), 1,
+        Rerun.CLUSTER_FAILURES, CALL, Optional.empty(), List.of(), List.of(), YarnJob.Placement.ANYWHERE)
+        .toEnvironmentValue());
+    TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(0).setContainerId("warm-up").build();
+    try (TaskServer master = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
+        Security.of(token)); ChannelCache channels = new ChannelCache(Security.of(token))) {
+      master.addService(new WarmUpMaster());
+      return run(GangServiceGrpc.newBlockingStub(channels.get(master.address())), ref, task, 0, job, token,
+          "127.0.0.1");
+    }
+  }
+
+  /** The warm-up's master: the gang is the one executor that registered, and it goes on. */
+  private static final class WarmUpMaster extends GangServiceGrpc.GangServiceImplBase {
+    private final AtomicReference<String> registered = new AtomicReference<>();
+
+    @Override
+    public void register(RegisterRequest request, StreamObserver<RegisterResponse> response) {
+      registered.set(request.getAddress());
+      response.onNext(RegisterResponse.getDefaultInstance());
+      response.onCompleted();
+    }
+
+    @Override
+    public void awaitGang(AwaitGangRequest request, StreamObserver<AwaitGangResponse> response) {
+      response.onNext(AwaitGangResponse.newBuilder().addAddresses(registered.get()).build());
+      response.onCompleted();
+    }
+
+    @Override
+    public void heartbeat(HeartbeatRequest request, StreamObserver<HeartbeatResponse> response) {
+      response.onNext(HeartbeatResponse.newBuilder().setAction(HeartbeatResponse.Action.CONTINUE).build());
+      response.onCompleted();
+    }
+
+    @Override
+    public void exited(ExitedRequest request, StreamObserver<ExitedResponse> response) {
+      response.onNext(ExitedResponse.getDefaultInstance());
+      response.onCompleted();
     }
   }
 
@@ -95,8 +168,7 @@ public final class TaskExecutor {
   }
 
   private static int run(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task, int attempt,
-      YarnJob job, JobToken token) throws IOException, InterruptedException {
-    String host = System.getenv(ApplicationConstants.Environment.NM_HOST.name());
+      YarnJob job, JobToken token, String host) throws IOException, InterruptedException {
     int member = job.gang().member(task);
     TaskType type = TaskType.ofJobName(task.job()).orElseThrow();
     List<HostPort> addresses;
@@ -106,9 +178,10 @@ public final class TaskExecutor {
       HostPort address = new HostPort(host, reserved.getLocalPort());
       stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
           .register(RegisterRequest.newBuilder().setTask(ref).setAddress(address.toString()).build());
-      log.info("{}: registered at {}{}; waiting for the gang", task, address, ProcessHandle.current().info()
-          .startInstant().map(start -> " " + Duration.between(start, Instant.now()).toMillis() + " ms after its JVM "
-              + "started").orElse(""));
+      ProcessHandle.Info self = ProcessHandle.current().info();
+      log.info("{}: registered at {}{}{}; waiting for the gang", task, address, self.startInstant()
+          .map(start -> " " + Duration.between(start, Instant.now()).toMillis() + " ms after its JVM started").orElse(""),
+          self.totalCpuDuration().map(cpu -> ", " + cpu.toMillis() + " ms of CPU").orElse(""));
       addresses = stub.withDeadlineAfter(job.gangTimeout().plus(CALL).toMillis(), TimeUnit.MILLISECONDS)
           .awaitGang(AwaitGangRequest.newBuilder().setTask(ref).build())
           .getAddressesList().stream().map(HostPort::parse).toList();

@@ -184,6 +184,11 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
         Optional.of(dir), classpath, shipped, placement, preemption);
   }
 
+  public YarnJob withClasspath(List<String> entries) {
+    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
+        entries, shipped, placement, preemption);
+  }
+
   public YarnJob withShipped(List<Shipped> files) {
     return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
         classpath, files, placement, preemption);

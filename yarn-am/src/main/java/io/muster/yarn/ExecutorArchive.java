@@ -1,0 +1,235 @@
+package io.muster.yarn;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A class-data sharing archive of what a {@link TaskExecutor} loads, so that its JVM maps the
+ * classes, parsed and verified already, instead of reading them out of the jars: an executor
+ * starts on about two thirds of the CPU time. Made once per runtime by the client, from one
+ * executor's run against a master in the same JVM ({@link TaskExecutor#WARM_UP}), and kept in the
+ * client's cache in a directory named by what the JVM checks the archive against: this JVM, the
+ * executor's flags, and every class-path jar's path, size and modification time (where one
+ * differs, the JVM maps nothing). A class directory cannot be archived from, so it is packed
+ * into a jar in that directory.
+ *
+ * <p>For a runtime used where it is (every NodeManager sees the client's paths). A staged runtime
+ * is localized into each container anew, with new modification times, and starts without one.
+ * Where a node's JVM is another than the client's, the archive does not load and the executor
+ * starts as it would without it (the JVM's complaint is silenced).
+ */
+final class ExecutorArchive {
+
+  private static final Logger log = LoggerFactory.getLogger(ExecutorArchive.class);
+  /** A small, short-lived JVM: the C1 compiler and the serial collector start it fastest. */
+  static final List<String> JVM_FLAGS = List.of("-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
+  /** The master's environment variable that names the archive for the executors it launches. */
+  static final String ENV = "MUSTER_EXECUTOR_ARCHIVE";
+  private static final Duration MAKING_TIMEOUT = Duration.ofMinutes(2);
+  /** How many runtimes' archives the cache keeps (about 30 MB each): those made last. */
+  private static final int KEPT = 4;
+  private static final String ARCHIVE = "executor.jsa";
+
+  /** The runtime as the executors get it, and the archive made for it, if one could be. */
+  record Prepared(List<String> classpath, Optional<Path> archive) {}
+
+  private ExecutorArchive() {}
+
+  /** The JVM options that map the archive, silent where it does not fit the node's JVM. */
+  static String jvmOptions(String archive) {
+    return "-XX:SharedArchiveFile=" + archive + " -Xlog:cds=off,cds+dynamic=off";
+  }
+
+  /** The client's cache: {@code $XDG_CACHE_HOME/muster/yarn-executor}, else under {@code ~/.cache}. */
+  static Path defaultCache() {
+    String xdg = System.getenv("XDG_CACHE_HOME");
+    Path base = xdg == null || xdg.isBlank() ? Path.of(System.getProperty("user.home"), ".cache") : Path.of(xdg);
+    return base.resolve("muster").resolve("yarn-executor");
+  }
+
+  /**
+   * The job's class path, its directories packed into jars, and the archive for it, made now
+   * unless the cache has it. Where it cannot be made, the class path as given and no archive: the
+   * executors then start as they always did.
+   */
+  static Prepared prepare(Configuration conf, List<String> classpath, Path cache) {
+    if (!conf.getBoolean(MusterClient.EXECUTOR_ARCHIVE, true)) {
+      return new Prepared(classpath, Optional.empty());
+    }
+    Map<Path, Path> packed = new LinkedHashMap<>(); // where a class directory's jar goes → the jar, for now
+    try {
+      List<String> facts = new ArrayList<>(List.of(System.getProperty("java.home"),
+          System.getProperty("java.vm.version")));
+      facts.addAll(JVM_FLAGS);
+      List<Path> entries = new ArrayList<>();
+      for (String entry : classpath) {
+        Path local = Path.of(entry).toAbsolutePath();
+        if (entry.isBlank() || !Files.exists(local)) {
+          continue; // the JVM skips what is not there
+        }
+        if (Files.isDirectory(local)) {
+          Path jar = RuntimeStaging.packed(local);
+          packed.put(local, jar);
+          facts.add(local + " " + RuntimeStaging.sha256(jar));
+        } else {
+          BasicFileAttributes attributes = Files.readAttributes(local, BasicFileAttributes.class);
+          facts.add(local + " " + attributes.size() + " " + attributes.lastModifiedTime().toMillis());
+        }
+        entries.add(local);
+      }
+      Path home = cache.resolve(sha256(String.join("\n", facts)).substring(0, 16));
+      List<String> jars = new ArrayList<>();
+      Map<Path, Path> copies = new LinkedHashMap<>();
+      for (Path local : entries) {
+        if (packed.containsKey(local)) {
+          Path jar = home.resolve(jars.size() + "-" + local.getFileName() + ".jar");
+          copies.put(jar, packed.get(local));
+          jars.add(jar.toString());
+        } else {
+          jars.add(local.toString());
+        }
+      }
+      Path archive = home.resolve(ARCHIVE);
+      if (!Files.exists(archive) && !make(home, copies, jars)) {
+        return new Prepared(classpath, Optional.empty());
+      }
+      return new Prepared(jars, Optional.of(archive));
+    } catch (IOException | RuntimeException e) {
+      log.warn("the executors start without a class-data archive: {}", e.getMessage());
+      log.debug("why", e);
+      return new Prepared(classpath, Optional.empty());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return new Prepared(classpath, Optional.empty());
+    } finally {
+      packed.values().forEach(ExecutorArchive::deleteQuietly);
+    }
+  }
+
+  /**
+   * Makes the archive in its own directory, beside the jars packed for it. The client that creates
+   * the directory makes it; false where another client is at it (this job goes without).
+   */
+  private static boolean make(Path home, Map<Path, Path> copies, List<String> jars)
+      throws IOException, InterruptedException {
+    Files.createDirectories(home.getParent());
+    if (Files.isDirectory(home)
+        && Files.getLastModifiedTime(home).toInstant().isBefore(Instant.now().minus(MAKING_TIMEOUT.multipliedBy(2)))) {
+      deleteTree(home); // never finished: its maker died
+    }
+    try {
+      Files.createDirectory(home);
+    } catch (FileAlreadyExistsException e) {
+      log.info("another client is making the executors' class-data archive in {}; this job's executors start "
+          + "without it", home);
+      return false;
+    }
+    boolean made = false;
+    try {
+      for (Map.Entry<Path, Path> copy : copies.entrySet()) {
+        Files.copy(copy.getValue(), copy.getKey());
+      }
+      warmUp(jars, home);
+      made = true;
+    } finally {
+      if (!made) {
+        deleteTree(home);
+      }
+    }
+    try (Stream<Path> archives = Files.list(home.getParent())) {
+      for (Path old : archives.filter(Files::isDirectory).sorted(Comparator.comparing(ExecutorArchive::modified)
+          .reversed()).skip(KEPT).toList()) {
+        deleteTree(old); // a JVM that maps its archive keeps it until it exits
+      }
+    }
+    return true;
+  }
+
+  /** One executor's run in a JVM that writes what it loaded to the archive as it exits. */
+  private static void warmUp(List<String> jars, Path home) throws IOException, InterruptedException {
+    Path archive = home.resolve(ARCHIVE);
+    Path partial = home.resolve(ARCHIVE + ".partial");
+    Path work = Files.createDirectory(home.resolve("warm-up"));
+    Path output = home.resolve("warm-up.log");
+    long started = System.nanoTime();
+    try {
+      List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
+          .toString()));
+      command.addAll(JVM_FLAGS);
+      command.addAll(List.of("-XX:ArchiveClassesAtExit=" + partial, "-cp", String.join(":", jars),
+          TaskExecutor.class.getName(), TaskExecutor.WARM_UP));
+      Process process = new ProcessBuilder(command).directory(work.toFile()).redirectErrorStream(true)
+          .redirectOutput(output.toFile()).start();
+      if (!process.waitFor(MAKING_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)) {
+        process.destroyForcibly();
+        throw new IOException("the executor's warm-up run did not end within " + MAKING_TIMEOUT.toSeconds() + " s");
+      }
+      if (process.exitValue() != 0 || !Files.exists(partial)) {
+        List<String> lines = Files.readAllLines(output);
+        throw new IOException("the executor's warm-up run exited with " + process.exitValue() + ": "
+            + String.join(" | ", lines.subList(Math.max(0, lines.size() - 5), lines.size())));
+      }
+      Files.move(partial, archive); // only a whole archive is ever found
+      log.info("made a class-data archive for the executors in {} ms ({} MiB): {}",
+          TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), Files.size(archive) >> 20, archive);
+    } finally {
+      deleteTree(work);
+      deleteQuietly(output);
+    }
+  }
+
+  private static String sha256(String text) throws IOException {
+    try {
+      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IOException("SHA-256 is missing from this JVM", e);
+    }
+  }
+
+  private static void deleteTree(Path root) throws IOException {
+    if (!Files.exists(root)) {
+      return;
+    }
+    try (Stream<Path> tree = Files.walk(root)) {
+      for (Path p : tree.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    }
+  }
+
+  private static void deleteQuietly(Path file) {
+    try {
+      Files.deleteIfExists(file);
+    } catch (IOException e) {
+      log.debug("cannot delete {}: {}", file, e.toString());
+    }
+  }
+
+  private static long modified(Path file) {
+    try {
+      return Files.getLastModifiedTime(file).toMillis();
+    } catch (IOException e) {
+      return 0; // gone meanwhile: first to go
+    }
+  }
+}
