@@ -30,8 +30,9 @@ import org.slf4j.LoggerFactory;
  * executor's run against a master in the same JVM ({@link TaskExecutor#WARM_UP}), and kept in the
  * client's cache in a directory named by what the JVM checks the archive against: this JVM, the
  * executor's flags, and every class-path jar's path, size and modification time (where one
- * differs, the JVM maps nothing). A class directory cannot be archived from, so it is packed
- * into a jar in that directory.
+ * differs, the JVM maps nothing). A class directory cannot be archived from: it is named by its
+ * files' paths, sizes and times, and packed into a jar in that directory when the archive is made,
+ * so that a submission that finds the archive only reads file attributes.
  *
  * <p>For a runtime used where it is (every NodeManager sees the client's paths). A staged runtime
  * is localized into each container anew, with new modification times, and starts without one.
@@ -76,7 +77,6 @@ final class ExecutorArchive {
     if (!conf.getBoolean(MusterClient.EXECUTOR_ARCHIVE, true)) {
       return new Prepared(classpath, Optional.empty());
     }
-    Map<Path, Path> packed = new LinkedHashMap<>(); // where a class directory's jar goes → the jar, for now
     try {
       List<String> facts = new ArrayList<>(List.of(System.getProperty("java.home"),
           System.getProperty("java.vm.version")));
@@ -87,30 +87,22 @@ final class ExecutorArchive {
         if (entry.isBlank() || !Files.exists(local)) {
           continue; // the JVM skips what is not there
         }
-        if (Files.isDirectory(local)) {
-          Path jar = RuntimeStaging.packed(local);
-          packed.put(local, jar);
-          facts.add(local + " " + RuntimeStaging.sha256(jar));
-        } else {
-          BasicFileAttributes attributes = Files.readAttributes(local, BasicFileAttributes.class);
-          facts.add(local + " " + attributes.size() + " " + attributes.lastModifiedTime().toMillis());
-        }
+        facts.addAll(Files.isDirectory(local) ? filesOf(local) : List.of(fileFact(local)));
         entries.add(local);
       }
       Path home = cache.resolve(sha256(String.join("\n", facts)).substring(0, 16));
       List<String> jars = new ArrayList<>();
-      Map<Path, Path> copies = new LinkedHashMap<>();
+      Map<Path, Path> toPack = new LinkedHashMap<>(); // a class directory's jar in home → the directory
       for (Path local : entries) {
-        if (packed.containsKey(local)) {
-          Path jar = home.resolve(jars.size() + "-" + local.getFileName() + ".jar");
-          copies.put(jar, packed.get(local));
-          jars.add(jar.toString());
-        } else {
-          jars.add(local.toString());
+        Path jar = local;
+        if (Files.isDirectory(local)) {
+          jar = home.resolve(jars.size() + "-" + local.getFileName() + ".jar");
+          toPack.put(jar, local);
         }
+        jars.add(jar.toString());
       }
       Path archive = home.resolve(ARCHIVE);
-      if (!Files.exists(archive) && !make(home, copies, jars)) {
+      if (!Files.exists(archive) && !make(home, toPack, jars)) {
         return new Prepared(classpath, Optional.empty());
       }
       return new Prepared(jars, Optional.of(archive));
@@ -121,16 +113,30 @@ final class ExecutorArchive {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return new Prepared(classpath, Optional.empty());
-    } finally {
-      packed.values().forEach(ExecutorArchive::deleteQuietly);
     }
+  }
+
+  /** A class directory as its files' names, sizes and times: a change to any makes another runtime. */
+  private static List<String> filesOf(Path dir) throws IOException {
+    try (Stream<Path> files = Files.walk(dir)) {
+      List<String> facts = new ArrayList<>();
+      for (Path file : files.filter(Files::isRegularFile).sorted().toList()) {
+        facts.add(fileFact(file));
+      }
+      return facts;
+    }
+  }
+
+  private static String fileFact(Path file) throws IOException {
+    BasicFileAttributes attributes = Files.readAttributes(file, BasicFileAttributes.class);
+    return file + " " + attributes.size() + " " + attributes.lastModifiedTime().toMillis();
   }
 
   /**
    * Makes the archive in its own directory, beside the jars packed for it. The client that creates
    * the directory makes it; false where another client is at it (this job goes without).
    */
-  private static boolean make(Path home, Map<Path, Path> copies, List<String> jars)
+  private static boolean make(Path home, Map<Path, Path> toPack, List<String> jars)
       throws IOException, InterruptedException {
     Files.createDirectories(home.getParent());
     if (Files.isDirectory(home)
@@ -146,8 +152,13 @@ final class ExecutorArchive {
     }
     boolean made = false;
     try {
-      for (Map.Entry<Path, Path> copy : copies.entrySet()) {
-        Files.copy(copy.getValue(), copy.getKey());
+      for (Map.Entry<Path, Path> jar : toPack.entrySet()) {
+        Path packed = RuntimeStaging.packed(jar.getValue());
+        try {
+          Files.move(packed, jar.getKey());
+        } finally {
+          deleteQuietly(packed);
+        }
       }
       warmUp(jars, home);
       made = true;

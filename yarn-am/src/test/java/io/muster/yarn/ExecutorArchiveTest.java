@@ -85,10 +85,7 @@ class ExecutorArchiveTest {
       List<String> command = new ArrayList<>(List.of(java()));
       command.addAll(List.of(ExecutorArchive.jvmOptions(archive.toString()).split(" ")));
       command.add("-version");
-      Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-      String output = new String(process.getInputStream().readAllBytes());
-      assertTrue(process.waitFor(60, TimeUnit.SECONDS));
-      assertEquals(0, process.exitValue(), output);
+      String output = run(command, work);
       assertFalse(output.contains("archive") || output.contains("cds") || output.contains("CDS"), output);
     }
   }
@@ -101,12 +98,23 @@ class ExecutorArchiveTest {
     command.addAll(List.of(ExecutorArchive.jvmOptions(prepared.archive().orElseThrow().toString()).split(" ")));
     command.addAll(List.of("-Xlog:class+load:file=" + log, "-cp", String.join(":", prepared.classpath()),
         TaskExecutor.class.getName(), TaskExecutor.WARM_UP));
-    Process process = new ProcessBuilder(command).directory(work.toFile()).redirectErrorStream(true).start();
-    String output = new String(process.getInputStream().readAllBytes());
-    assertTrue(process.waitFor(60, TimeUnit.SECONDS));
-    assertEquals(0, process.exitValue(), output);
+    String output = run(command, work);
     assertTrue(output.contains("worker 0: the command exited with code 0"), output);
     return Files.readString(log);
+  }
+
+  /** Runs the command in {@code work} within a minute; its output, once it has exited 0. */
+  private static String run(List<String> command, Path work) throws Exception {
+    Path output = Files.createTempFile(work, "output", ".txt");
+    Process process = new ProcessBuilder(command).directory(work.toFile()).redirectErrorStream(true)
+        .redirectOutput(output.toFile()).start();
+    if (!process.waitFor(60, TimeUnit.SECONDS)) {
+      process.destroyForcibly();
+      throw new AssertionError(command + " did not exit within 60 s: " + Files.readString(output));
+    }
+    String text = Files.readString(output);
+    assertEquals(0, process.exitValue(), text);
+    return text;
   }
 
   private static String java() {
