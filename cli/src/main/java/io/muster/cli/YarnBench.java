@@ -26,19 +26,22 @@ import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 
 /**
- * {@code ./muster bench yarn [--containers 4,8] [--runs 3] [--executors both]}: on {@link LocalYarn}
- * (two NodeManagers in this JVM), the time from submission to every task's command running, for
- * gangs of N containers; the time from SIGKILL of one command to every command of the next attempt
- * running; and the ApplicationMaster's peak resident memory. Each with the executors' class-data
- * archive and without it (the path before it), alternating run by run. One JSON line per
- * measurement, medians over the runs after a warm-up. The clock is this machine's: the commands
- * write {@code date +%s%3N}.
+ * {@code ./muster bench yarn [--containers 4,8] [--runs 3] [--executors both] [--restart both]}: on
+ * {@link LocalYarn} (two NodeManagers in this JVM), the time from submission to every task's
+ * command running, for gangs of N containers; the time from SIGKILL of one command to every
+ * command of the next attempt running; and the ApplicationMaster's peak resident memory. Each with
+ * the executors' class-data archive and without it (the path before it), and the restart also with
+ * the failed attempt's containers kept and with a new gang of containers (the path before that),
+ * alternating run by run. One JSON line per measurement, medians over the runs after a warm-up. The
+ * clock is this machine's: the commands write {@code date +%s%3N}.
  */
 public final class YarnBench {
   private YarnBench() {}
 
-  static final String USAGE = "usage: muster bench yarn [--containers 4,8] [--runs 3] [--executors both]   "
-      + "(both: with the executors' class-data archive and without, run by run; or archive, none)";
+  static final String USAGE = "usage: muster bench yarn [--containers 4,8] [--runs 3] [--executors both] "
+      + "[--restart both]   (--executors both: with the executors' class-data archive and without, run by run; or "
+      + "archive, none. --restart both: the next attempt in the failed attempt's containers and in new ones; or keep, "
+      + "new)";
 
   public static void main(String[] args) {
     System.exit(run(args, System.out, System.err));
@@ -56,12 +59,14 @@ public final class YarnBench {
     List<Integer> containers;
     int runs;
     List<String> modes;
+    List<String> restarts;
     try {
       Map<String, String> options = new LinkedHashMap<>(Map.of("--containers", "4,8", "--runs", "3",
-          "--executors", "both"));
+          "--executors", "both", "--restart", "both"));
       for (int i = 0; i < args.length; i += 2) {
         if (!options.containsKey(args[i])) {
-          throw new IllegalArgumentException("unknown argument '" + args[i] + "'; options: --containers, --runs, --executors");
+          throw new IllegalArgumentException("unknown argument '" + args[i]
+              + "'; options: --containers, --runs, --executors, --restart");
         }
         if (i + 1 >= args.length) {
           throw new IllegalArgumentException(args[i] + " needs a value");
@@ -77,6 +82,12 @@ public final class YarnBench {
         default -> throw new IllegalArgumentException("--executors must be both, archive or none, was '" + executors
             + "'");
       };
+      String restart = options.get("--restart");
+      restarts = switch (restart) {
+        case "both" -> List.of("new", "keep");
+        case "keep", "new" -> List.of(restart);
+        default -> throw new IllegalArgumentException("--restart must be both, keep or new, was '" + restart + "'");
+      };
       String csv = options.get("--containers");
       containers = new ArrayList<>();
       for (String n : csv.split(",", -1)) {
@@ -88,7 +99,7 @@ public final class YarnBench {
       return 2;
     }
     try {
-      measure(containers, runs, modes);
+      measure(containers, runs, modes, restarts);
       return 0;
     } catch (Exception e) {
       org.slf4j.LoggerFactory.getLogger(YarnBench.class).debug("muster bench yarn failed", e);
@@ -112,15 +123,21 @@ public final class YarnBench {
 
   /**
    * Each measurement with the executors' class-data archive ({@code archive}) and without it
-   * ({@code none}, the path before it), alternating run by run on the same cluster.
+   * ({@code none}, the path before it); the restart also with the failed attempt's containers kept
+   * ({@code keep}) and with new ones ({@code new}, the path before it); alternating run by run on the
+   * same cluster.
    */
-  private static void measure(List<Integer> sizes, int runs, List<String> modes) throws Exception {
+  private static void measure(List<Integer> sizes, int runs, List<String> modes, List<String> restartModes)
+      throws Exception {
     try (LocalYarn local = LocalYarn.startTemporary()) {
       Map<String, MusterClient> clients = new LinkedHashMap<>();
       for (String mode : modes) {
-        org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(local.configuration());
-        conf.setBoolean(MusterClient.EXECUTOR_ARCHIVE, mode.equals("archive"));
-        clients.put(mode, new MusterClient(conf));
+        for (String restart : restartModes) {
+          org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(local.configuration());
+          conf.setBoolean(MusterClient.EXECUTOR_ARCHIVE, mode.equals("archive"));
+          conf.setBoolean(MusterClient.KEEP_CONTAINERS, restart.equals("keep"));
+          clients.put(mode + "/" + restart, new MusterClient(conf));
+        }
       }
       try {
         Path dir = local.directory(); // the commands' outputs go with the cluster's files
@@ -132,7 +149,7 @@ public final class YarnBench {
               Path out = Files.createDirectories(dir.resolve("start-" + containers + "-" + mode + run));
               AtomicLong rss = new AtomicLong();
               long submitted = System.currentTimeMillis();
-              ApplicationReport report = runWatchingMaster(clients.get(mode), job(containers, 1,
+              ApplicationReport report = runWatchingMaster(clients.get(mode + "/" + restartModes.get(0)), job(containers, 1,
                   "date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 2"), rss);
               check(report);
               if (run >= 0) {
@@ -151,8 +168,8 @@ public final class YarnBench {
         }
         Map<String, List<Double>> restarts = new LinkedHashMap<>();
         for (int run = -1; run < runs; run++) {
-          for (String mode : modes) {
-            Path out = Files.createDirectories(dir.resolve("restart-" + mode + run));
+          for (String mode : clients.keySet()) {
+            Path out = Files.createDirectories(dir.resolve("restart-" + mode.replace('/', '-') + run));
             String command = "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > " + out + "/pid-$MUSTER_TASK_INDEX; "
                 + "exec sleep 600; fi; date +%s%3N > " + out + "/$MUSTER_TASK_INDEX; sleep 1";
             MusterClient client = clients.get(mode);
@@ -165,9 +182,9 @@ public final class YarnBench {
             }
           }
         }
-        for (String mode : modes) {
-          print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "executors", mode, "containers", 4,
-              "median_ms", Math.round(median(restarts.get(mode))),
+        for (String mode : clients.keySet()) {
+          print(Map.of("bench", "yarn", "what", "kill_to_next_attempt_running", "executors", mode.split("/")[0],
+              "restart", mode.split("/")[1], "containers", 4, "median_ms", Math.round(median(restarts.get(mode))),
               "runs_ms", restarts.get(mode).stream().map(Math::round).toList()));
         }
       } finally {

@@ -20,7 +20,7 @@ class YarnBenchArgsTest {
 
   @Test
   void badOptionsAreOneLineExitTwo() {
-    assertEquals("muster bench yarn: unknown argument '--nodes'; options: --containers, --runs, --executors\n",
+    assertEquals("muster bench yarn: unknown argument '--nodes'; options: --containers, --runs, --executors, --restart\n",
         run(2, "--nodes", "2")[1]);
     assertEquals("muster bench yarn: --runs must be a positive integer, was 'x'\n", run(2, "--runs", "x")[1]);
     assertEquals("muster bench yarn: --containers must be positive integers separated by commas (such as 4,8), "
@@ -28,6 +28,7 @@ class YarnBenchArgsTest {
     assertEquals("muster bench yarn: --runs needs a value\n", run(2, "--runs")[1]);
     assertEquals("muster bench yarn: --executors must be both, archive or none, was 'cds'\n",
         run(2, "--executors", "cds")[1]);
+    assertEquals("muster bench yarn: --restart must be both, keep or new, was 'warm'\n", run(2, "--restart", "warm")[1]);
   }
 
   @Test

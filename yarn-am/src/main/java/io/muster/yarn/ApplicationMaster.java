@@ -38,6 +38,7 @@ import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.fs.FileSystem;
@@ -79,7 +80,8 @@ import org.slf4j.LoggerFactory;
  * every other command is aborted and, where the launch core's {@link Rerun} rule says so, the
  * whole gang runs again, up to the job's attempts, with {@code MUSTER_ATTEMPT} counting up (a
  * command's own failure is first given {@link Rerun#CAUSE_WINDOW} for a cluster's failure that
- * caused it). The job succeeds when the launch core's {@link EndOfJob}
+ * caused it). The next attempt runs in the failed attempt's containers whose executors offer them
+ * (not those stopped, on a node left out, or named for preemption), and asks YARN for the rest. The job succeeds when the launch core's {@link EndOfJob}
  * says so; the final status and diagnostics name the failing task, its host, container, exit code
  * and stderr tail.
  *
@@ -125,6 +127,8 @@ public final class ApplicationMaster {
       .filter(path -> !path.isBlank());
   private final Map<String, Container> containers = new HashMap<>();
   private final Set<String> stopping = new HashSet<>();
+  /** The containers YARN named in a preemption message: never kept for a next attempt. */
+  private final Set<String> namedForPreemption = new HashSet<>();
   /** The nodes left out of the job's later attempts (YARN's blacklist), each with why. */
   private final Map<String, String> lostNodes = new ConcurrentSkipListMap<>();
   /** The NodeManagers' start and stop calls, which block for as long as a node does not answer. */
@@ -164,7 +168,7 @@ public final class ApplicationMaster {
     nm.start();
     String host = System.getenv(ApplicationConstants.Environment.NM_HOST.name());
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort(host, 0), Security.of(token))) {
-      GangEndpoint endpoint = new GangEndpoint();
+      GangEndpoint endpoint = new GangEndpoint(conf.getBoolean(MusterClient.KEEP_CONTAINERS, true));
       server.addService(endpoint);
       warmUpInBackground(server.address(), token);
       ContainerId self = ContainerId.fromString(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name()));
@@ -178,7 +182,7 @@ public final class ApplicationMaster {
         } catch (ResourceManagerLost e) {
           // nobody is left to report to: end what this master started, and go
           log.error("{}; ending the job's containers and exiting", e.getMessage());
-          master.stopContainers(master.current);
+          master.stopContainers(master.current.runningContainers());
           master.nodeCalls.shutdown();
           master.nodeCalls.awaitTermination(END_GRACE.toMillis(), TimeUnit.MILLISECONDS);
           System.exit(1);
@@ -283,13 +287,26 @@ public final class ApplicationMaster {
     }
     // A restarted master numbers its attempts after every number the lost one could have used.
     int firstNumber = (masterAttempt - 1) * (job.maxAttempts() + UNCOUNTED_ATTEMPTS);
+    try {
+      return runAttempts(failures, firstNumber);
+    } finally {
+      if (current != null) {
+        current.declineOffers("no attempt follows");
+      }
+    }
+  }
+
+  private Outcome runAttempts(List<String> failures, int firstNumber)
+      throws IOException, YarnException, InterruptedException {
     int counted = 0; // attempts that count against maxAttempts: not the cluster's failures (preemption, a lost node)
     int preemptions = 0;
     int saved = 0; // preemptions every task saved for
     for (int n = 0; counted < job.maxAttempts() && n < job.maxAttempts() + UNCOUNTED_ATTEMPTS; n++) {
       Attempt attempt = new Attempt(firstNumber + n, job.gang(), job.gangTimeout(), job.preemption().savedExitCode());
+      List<Attempt.Member> kept = current == null ? List.of() : keepOffered(current, attempt);
       current = attempt;
       endpoint.start(attempt);
+      kept.forEach(m -> m.offer.accept(m.task, attempt.number));
       AttemptResult result = runAttempt(attempt);
       String which = n == counted ? "attempt " + (n + 1) + " of " + job.maxAttempts()
           : "attempt " + (n + 1) + " (" + (counted + 1) + " of " + job.maxAttempts() + " that count)";
@@ -329,11 +346,38 @@ public final class ApplicationMaster {
     return new Outcome(FinalApplicationStatus.FAILED, String.join("\n", failures));
   }
 
+  /**
+   * Gives {@code next} the containers of {@code ended} whose executors offered them and are still
+   * waiting, each for the task it ran, except those stopped, on a node left out, or named for
+   * preemption: their executors are told to exit. The caller answers the kept ones' offers once
+   * {@code next} is the endpoint's attempt.
+   */
+  private List<Attempt.Member> keepOffered(Attempt ended, Attempt next) {
+    List<Attempt.Member> kept = new ArrayList<>();
+    for (Attempt.Member m : ended.offered()) {
+      String refused = stopping.contains(m.containerId) ? "the master stopped its container"
+          : lostNodes.containsKey(m.host) ? m.host + " is left out of the job's attempts"
+          : namedForPreemption.contains(m.containerId) ? "YARN named its container for preemption"
+          : !m.offer.waiting() ? "its executor stopped waiting" : null;
+      if (refused == null) {
+        next.keep(m.task, m.containerId, m.host, m.logs);
+        kept.add(m);
+      } else {
+        m.offer.decline(refused);
+      }
+    }
+    if (!kept.isEmpty()) {
+      log.info("attempt {}: keeping {} of attempt {}'s containers: {}", next.number + 1, kept.size(), ended.number + 1,
+          kept.stream().map(m -> m.task + " in " + m.containerId).collect(Collectors.joining(", ")));
+    }
+    return kept;
+  }
+
   private AttemptResult runAttempt(Attempt attempt) throws IOException, YarnException, InterruptedException {
     Map<TaskType, Deque<ContainerRequest>> outstanding = new EnumMap<>(TaskType.class);
     for (TaskType type : job.gang().types()) {
       Deque<ContainerRequest> requests = new ArrayDeque<>();
-      for (int i = 0; i < job.gang().count(type); i++) {
+      for (int i = attempt.allocated(type); i < job.gang().count(type); i++) {
         ContainerRequest request = new ContainerRequest(resource(job.resources().get(type)), null, null,
             Priority.newInstance(priority(type)), true, job.placement().nodeLabel().orElse(null));
         rm.addContainerRequest(request);
@@ -362,6 +406,7 @@ public final class ApplicationMaster {
         }
       }
       if (response.getPreemptionMessage() != null) {
+        namedForPreemption.addAll(containersNamed(response.getPreemptionMessage()));
         attempt.preemptionAnnounced(containersNamed(response.getPreemptionMessage())).ifPresent(notice -> {
           log.warn("attempt {}: {}; {}", attempt.number + 1, notice, attempt.formed()
               ? "every task is sent SIG" + job.preemption().signal() + " to save; the attempt ends once they have exited"
@@ -399,15 +444,18 @@ public final class ApplicationMaster {
       boolean done = attempt.abortReason().isPresent() || attempt.verdict() instanceof EndOfJob.Succeeded;
       if (done) {
         endingSince = endingSince == null ? Instant.now() : endingSince;
-        if (attempt.allContainersDone()) {
+        if (attempt.allContainersDoneOrOffered()) {
           return gangNotFormed ? AttemptResult.GANG_NOT_FORMED
               : attempt.abortReason().isPresent() ? AttemptResult.FAILED : AttemptResult.SUCCEEDED;
         }
-        // Executors end their commands at their next heartbeat; a gang that never formed, or one
-        // whose executors do not answer, is stopped; a container whose node does not confirm the
-        // stop either (a node cut off) is released, and YARN reports it ended.
-        if (gangNotFormed || !attempt.formed() || Instant.now().isAfter(endingSince.plus(END_GRACE))) {
-          stopContainers(attempt);
+        // Executors end their commands at their next heartbeat, and those waiting for a gang that will
+        // not form are told at once; the containers of tasks that never registered, and those whose
+        // executors do not answer, are stopped; a container whose node does not confirm the stop
+        // either (a node cut off) is released, and YARN reports it ended.
+        if (Instant.now().isAfter(endingSince.plus(END_GRACE))) {
+          stopContainers(attempt.containersToEnd());
+        } else if (!attempt.formed()) {
+          stopContainers(attempt.unregisteredContainers());
         }
         if (Instant.now().isAfter(endingSince.plus(END_GRACE).plus(END_GRACE))) {
           releaseContainers(attempt);
@@ -472,8 +520,8 @@ public final class ApplicationMaster {
     return named;
   }
 
-  private void stopContainers(Attempt attempt) {
-    for (String id : attempt.runningContainers()) {
+  private void stopContainers(List<String> containerIds) {
+    for (String id : containerIds) {
       Container container = containers.get(id);
       if (container != null) {
         stopContainer(container);
@@ -495,7 +543,7 @@ public final class ApplicationMaster {
   }
 
   private void releaseContainers(Attempt attempt) {
-    for (String id : attempt.runningContainers()) {
+    for (String id : attempt.containersToEnd()) {
       Container container = containers.remove(id);
       if (container != null) {
         log.warn("attempt {}: container {} on {} did not end when stopped; releasing it", attempt.number + 1, id,

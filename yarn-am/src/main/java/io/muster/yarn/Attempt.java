@@ -12,7 +12,6 @@ import io.muster.launch.TaskProcess;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -46,6 +45,8 @@ final class Attempt {
     Instant exited;
     /** When its executor last called the master (registered, heartbeat, exit). */
     Instant lastHeard;
+    /** The executor's offer of its container to the next attempt; null while it has made none. */
+    Offer offer;
 
     Member(TaskId task, String containerId, String host, String logs) {
       this.task = task;
@@ -60,12 +61,26 @@ final class Attempt {
     }
   }
 
+  /**
+   * An executor's offer of its container to the next attempt, made once its attempt failed; the
+   * executor waits for the answer (its call's deadline bounds the wait).
+   */
+  interface Offer {
+    /** Whether the executor still waits for the answer. */
+    boolean waiting();
+
+    /** The container runs {@code task} in attempt {@code attempt}. */
+    void accept(TaskId task, int attempt);
+
+    /** The container is not wanted: the executor exits. */
+    void decline(String reason);
+  }
+
   final int number;
   final GangSpec gang;
   final Instant deadline;
   private final Map<TaskId, Member> members = new LinkedHashMap<>();
   private final Map<String, TaskId> byContainer = new LinkedHashMap<>();
-  private final Map<TaskType, Integer> assigned = new EnumMap<>(TaskType.class);
   private final EndOfJob endOfJob;
   private String abortReason;
   /** Why the attempt is the cluster's failure, not the job's; null while it is not. */
@@ -142,24 +157,63 @@ final class Attempt {
   }
 
   /**
-   * Gives a newly allocated container the next index of its type; empty when the type is complete.
+   * Gives a newly allocated container the lowest index of its type no container has; empty when
+   * the type is complete.
    *
    * @param logs where the container's logs are shown (its NodeManager's page)
    */
   synchronized Optional<TaskId> assign(TaskType type, String containerId, String host, String logs) {
-    int next = assigned.getOrDefault(type, 0);
-    if (next >= gang.count(type)) {
-      return Optional.empty();
+    for (int index = 0; index < gang.count(type); index++) {
+      TaskId task = TaskId.of(type, index);
+      if (!members.containsKey(task)) {
+        keep(task, containerId, host, logs);
+        return Optional.of(task);
+      }
     }
-    assigned.put(type, next + 1);
-    TaskId task = TaskId.of(type, next);
+    return Optional.empty();
+  }
+
+  /** Gives {@code task} a container that ran it in the previous attempt, whose executor offered it. */
+  synchronized void keep(TaskId task, String containerId, String host, String logs) {
+    if (members.containsKey(task) || gang.tasks().stream().noneMatch(task::equals)) {
+      throw new IllegalArgumentException(task + " is not a task without a container in attempt " + number);
+    }
     members.put(task, new Member(task, containerId, host, logs));
     byContainer.put(containerId, task);
-    return Optional.of(task);
   }
 
   synchronized int allocated(TaskType type) {
-    return assigned.getOrDefault(type, 0);
+    return (int) members.keySet().stream().filter(task -> task.is(type)).count();
+  }
+
+  /**
+   * The executor of {@code task} offers its container to the next attempt: taken while the
+   * container lives and this attempt has failed (aborted, or a command's failure is its verdict).
+   */
+  synchronized boolean offer(TaskId task, Offer offer) {
+    Member m = member(task);
+    if (m.containerDone || m.offer != null || (abortReason == null && !(endOfJob.verdict() instanceof EndOfJob.Failed))) {
+      return false;
+    }
+    m.offer = offer;
+    m.lastHeard = Instant.now();
+    notifyAll();
+    return true;
+  }
+
+  /** Whether this attempt has failed: a container offered now is offered to the next attempt. */
+  synchronized boolean failed() {
+    return abortReason != null || endOfJob.verdict() instanceof EndOfJob.Failed;
+  }
+
+  /** The members whose executors offered their living containers to the next attempt. */
+  synchronized List<Member> offered() {
+    return members.values().stream().filter(m -> m.offer != null && !m.containerDone).toList();
+  }
+
+  /** Declines every offer not answered yet: no attempt follows. */
+  synchronized void declineOffers(String reason) {
+    members.values().stream().filter(m -> m.offer != null).forEach(m -> m.offer.decline(reason));
   }
 
   synchronized void register(TaskId task, HostPort address) {
@@ -192,7 +246,7 @@ final class Attempt {
     List<Silent> silent = new ArrayList<>();
     for (Member m : members.values()) {
       Duration silence = Duration.between(m.lastHeard.isAfter(formedAt) ? m.lastHeard : formedAt, now);
-      if (m.exitCode == null && !m.containerDone && silence.compareTo(limit) >= 0) {
+      if (m.exitCode == null && !m.containerDone && m.offer == null && silence.compareTo(limit) >= 0) {
         silent.add(new Silent(m.task, m.containerId, m.host, silence));
       }
     }
@@ -332,11 +386,23 @@ final class Attempt {
   }
 
   synchronized boolean allContainersDone() {
-    return members.size() == assignedTotal() && members.values().stream().allMatch(m -> m.containerDone);
+    return members.values().stream().allMatch(m -> m.containerDone);
   }
 
+  /** Whether every container has ended or been offered to the next attempt: the attempt is over. */
+  synchronized boolean allContainersDoneOrOffered() {
+    return members.values().stream().allMatch(m -> m.containerDone || m.offer != null);
+  }
+
+  /** The containers that live. */
   synchronized List<String> runningContainers() {
     return members.values().stream().filter(m -> !m.containerDone).map(m -> m.containerId).toList();
+  }
+
+  /** The containers that live and were not offered to the next attempt: the ones an ended attempt stops. */
+  synchronized List<String> containersToEnd() {
+    return members.values().stream().filter(m -> !m.containerDone && m.offer == null).map(m -> m.containerId)
+        .toList();
   }
 
   synchronized boolean isCurrent(TaskId task, String containerId) {
@@ -435,10 +501,6 @@ final class Attempt {
       tasks.add(row);
     }
     return tasks;
-  }
-
-  private int assignedTotal() {
-    return assigned.values().stream().mapToInt(Integer::intValue).sum();
   }
 
   private Member member(TaskId task) {

@@ -1,12 +1,15 @@
 package io.muster.yarn;
 
 import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.launch.EndOfJob;
 import io.muster.proto.gang.AwaitGangRequest;
 import io.muster.proto.gang.AwaitGangResponse;
+import io.muster.proto.gang.AwaitNextAttemptRequest;
+import io.muster.proto.gang.AwaitNextAttemptResponse;
 import io.muster.proto.gang.ExitedRequest;
 import io.muster.proto.gang.ExitedResponse;
 import io.muster.proto.gang.GangServiceGrpc;
@@ -16,6 +19,7 @@ import io.muster.proto.gang.RegisterRequest;
 import io.muster.proto.gang.RegisterResponse;
 import io.muster.proto.gang.TaskRef;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -29,6 +33,12 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
 
   private static final Logger log = LoggerFactory.getLogger(GangEndpoint.class);
   private final AtomicReference<Attempt> current = new AtomicReference<>();
+  /** Whether a failed attempt's containers are offered to the next ({@link MusterClient#KEEP_CONTAINERS}). */
+  private final boolean keepContainers;
+
+  GangEndpoint(boolean keepContainers) {
+    this.keepContainers = keepContainers;
+  }
 
   void start(Attempt attempt) {
     current.set(attempt);
@@ -111,8 +121,63 @@ final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase {
         request.getEndedByRequest());
     log.info("attempt {}: {} exited with code {}{}; the job is {}", attempt.number + 1, task, request.getExitCode(),
         request.getEndedByRequest() ? " (ended by the master)" : "", describe(verdict));
-    response.onNext(ExitedResponse.getDefaultInstance());
+    response.onNext(ExitedResponse.newBuilder().setOfferContainer(keepContainers && attempt.failed()).build());
     response.onCompleted();
+  }
+
+  /** Holds the call until the master starts the next attempt with this container, or has no use for it. */
+  @Override
+  public void awaitNextAttempt(AwaitNextAttemptRequest request, StreamObserver<AwaitNextAttemptResponse> response) {
+    Attempt attempt = attemptOf(request.getTask(), response);
+    if (attempt == null) {
+      return;
+    }
+    ContainerOffer offer = new ContainerOffer(request.getTask(),
+        (ServerCallStreamObserver<AwaitNextAttemptResponse>) response);
+    if (!keepContainers) {
+      offer.decline("the job keeps no container across attempts (" + MusterClient.KEEP_CONTAINERS + " is false)");
+    } else if (!attempt.offer(taskOf(request.getTask()), offer)) {
+      offer.decline("attempt " + (attempt.number + 1) + " has not failed");
+    }
+  }
+
+  /** An executor's waiting call, answered once. */
+  private static final class ContainerOffer implements Attempt.Offer {
+    private final TaskRef from;
+    private final ServerCallStreamObserver<AwaitNextAttemptResponse> call;
+    private final AtomicBoolean answered = new AtomicBoolean();
+
+    ContainerOffer(TaskRef from, ServerCallStreamObserver<AwaitNextAttemptResponse> call) {
+      this.from = from;
+      this.call = call;
+    }
+
+    @Override
+    public boolean waiting() {
+      return !answered.get() && !call.isCancelled();
+    }
+
+    @Override
+    public void accept(TaskId task, int attempt) {
+      answer(AwaitNextAttemptResponse.newBuilder().setNext(from.toBuilder().setJob(task.job()).setIndex(task.index())
+          .setAttempt(attempt)).build());
+    }
+
+    @Override
+    public void decline(String reason) {
+      answer(AwaitNextAttemptResponse.newBuilder().setReason(reason).build());
+    }
+
+    private void answer(AwaitNextAttemptResponse answer) {
+      if (answered.compareAndSet(false, true) && !call.isCancelled()) {
+        try {
+          call.onNext(answer);
+          call.onCompleted();
+        } catch (RuntimeException e) { // the executor gave up meanwhile
+          log.debug("the answer to {}'s offer did not reach it: {}", taskOf(from), e.toString());
+        }
+      }
+    }
   }
 
   static String describe(EndOfJob.Verdict verdict) {

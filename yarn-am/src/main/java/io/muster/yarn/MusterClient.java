@@ -64,6 +64,13 @@ public final class MusterClient implements AutoCloseable {
    * default; false starts them as before): {@link ExecutorArchive}.
    */
   public static final String EXECUTOR_ARCHIVE = "muster.yarn.executor.class-data-archive";
+  /**
+   * Whether a failed attempt's containers run the next attempt (true by default): an executor whose
+   * container lives waits for the next attempt instead of exiting, and the master asks YARN only
+   * for the containers that were lost, stopped, on a node left out, or named for preemption; false
+   * asks YARN for a whole new gang each attempt. Read by the ApplicationMaster.
+   */
+  public static final String KEEP_CONTAINERS = "muster.yarn.restart.keep-containers";
   /** The ApplicationMaster's container. */
   static final Resource MASTER = Resource.newInstance(512, 1);
   /** How many times YARN starts the master: once more after it is lost. */

@@ -6,6 +6,7 @@ import io.grpc.stub.StreamObserver;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
+import io.muster.internal.Durations;
 import io.muster.internal.rpc.ChannelCache;
 import io.muster.internal.rpc.TaskServer;
 import io.muster.launch.Gang;
@@ -15,6 +16,8 @@ import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess;
 import io.muster.proto.gang.AwaitGangRequest;
 import io.muster.proto.gang.AwaitGangResponse;
+import io.muster.proto.gang.AwaitNextAttemptRequest;
+import io.muster.proto.gang.AwaitNextAttemptResponse;
 import io.muster.proto.gang.ExitedRequest;
 import io.muster.proto.gang.ExitedResponse;
 import io.muster.proto.gang.GangServiceGrpc;
@@ -59,6 +62,10 @@ import org.slf4j.LoggerFactory;
  * command and exits, so no command outlives its job; so does one the master no longer counts in its
  * attempt (it was cut off, and the master timed it out and went on).
  *
+ * <p>When its attempt failed, the executor offers its container to the next attempt and waits (at
+ * most {@link #NEXT_ATTEMPT_WAIT}): it runs the task the master names there, as above, or exits when
+ * there is none. A restart then starts no JVM and waits for no allocation.
+ *
  * <p>Arguments: {@code MASTER_HOST:PORT JOB INDEX ATTEMPT}; the job from {@value Handoff#JOB_ENV},
  * the token from the container's credentials.
  */
@@ -69,6 +76,12 @@ public final class TaskExecutor {
   static final Duration MASTER_LOST = Duration.ofSeconds(15);
   private static final Duration CALL = Duration.ofSeconds(10);
   private static final Duration GRACE = Duration.ofSeconds(10);
+  /**
+   * How long an executor that offered its container waits for the next attempt: longer than the
+   * master takes to end a failed attempt (it stops commands that do not end within 15 s, and
+   * releases containers whose nodes do not confirm the stop 15 s later).
+   */
+  static final Duration NEXT_ATTEMPT_WAIT = Duration.ofSeconds(60);
   private static final String HADOOP_USER_NAME = "HADOOP_USER_NAME";
   /** The argument that makes this a warm-up run for {@link ExecutorArchive}. */
   static final String WARM_UP = "--warm-up";
@@ -81,7 +94,6 @@ public final class TaskExecutor {
     }
     HostPort master = HostPort.parse(args[0]);
     TaskId task = new TaskId(args[1], Integer.parseInt(args[2]));
-    int attempt = Integer.parseInt(args[3]);
     YarnJob job = Handoff.job();
     Optional<JobToken> secret = Handoff.token(containerCredentials());
     if (secret.isEmpty()) {
@@ -89,13 +101,43 @@ public final class TaskExecutor {
       System.exit(1);
     }
     JobToken token = secret.get();
-    TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(task.index()).setAttempt(attempt)
+    TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(task.index()).setAttempt(Integer.parseInt(args[3]))
         .setContainerId(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name())).build();
+    String host = System.getenv(ApplicationConstants.Environment.NM_HOST.name());
     try (ChannelCache channels = new ChannelCache(Security.of(token))) {
       GangServiceGrpc.GangServiceBlockingStub stub = GangServiceGrpc.newBlockingStub(channels.get(master));
-      System.exit(run(stub, ref, task, attempt, job, token,
-          System.getenv(ApplicationConstants.Environment.NM_HOST.name())));
+      while (true) {
+        Ended ended = run(stub, ref, job, token, host);
+        Optional<TaskRef> next = ended.offerContainer() ? awaitNextAttempt(stub, ref) : Optional.empty();
+        if (next.isEmpty()) {
+          System.exit(ended.exitCode());
+        }
+        ref = next.get();
+      }
     }
+  }
+
+  /** How the executor's part in an attempt ended: its exit code, and whether to offer the container to the next. */
+  private record Ended(int exitCode, boolean offerContainer) {}
+
+  /** Offers the container to the next attempt: the task it runs there, or empty when it is not wanted. */
+  private static Optional<TaskRef> awaitNextAttempt(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref) {
+    TaskId task = GangEndpoint.taskOf(ref);
+    log.info("{}: attempt {} failed; offering the container to the next attempt (waiting up to {})", task,
+        ref.getAttempt() + 1, Durations.words(NEXT_ATTEMPT_WAIT));
+    try {
+      AwaitNextAttemptResponse answer = stub.withDeadlineAfter(NEXT_ATTEMPT_WAIT.toMillis(), TimeUnit.MILLISECONDS)
+          .awaitNextAttempt(AwaitNextAttemptRequest.newBuilder().setTask(ref).build());
+      if (answer.hasNext()) {
+        log.info("{}: runs {} in attempt {}", task, GangEndpoint.taskOf(answer.getNext()),
+            answer.getNext().getAttempt() + 1);
+        return Optional.of(answer.getNext());
+      }
+      log.info("{}: the container is not wanted for a next attempt: {}", task, answer.getReason());
+    } catch (StatusRuntimeException e) {
+      log.warn("{}: no next attempt for the container: {}", task, e.getStatus());
+    }
+    return Optional.empty();
   }
 
   /**
@@ -123,8 +165,8 @@ public final class TaskExecutor {
     try (TaskServer master = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(token)); ChannelCache channels = new ChannelCache(Security.of(token))) {
       master.addService(new WarmUpMaster());
-      return run(GangServiceGrpc.newBlockingStub(channels.get(master.address())), ref, task, 0, job, token,
-          "127.0.0.1");
+      return run(GangServiceGrpc.newBlockingStub(channels.get(master.address())), ref, job, token, "127.0.0.1")
+          .exitCode();
     }
   }
 
@@ -168,8 +210,10 @@ public final class TaskExecutor {
         : Credentials.readTokenStorageFile(new java.io.File(file), new Configuration(false));
   }
 
-  private static int run(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, TaskId task, int attempt,
-      YarnJob job, JobToken token, String host) throws IOException, InterruptedException {
+  private static Ended run(GangServiceGrpc.GangServiceBlockingStub stub, TaskRef ref, YarnJob job, JobToken token,
+      String host) throws IOException, InterruptedException {
+    TaskId task = GangEndpoint.taskOf(ref);
+    int attempt = ref.getAttempt();
     int member = job.gang().member(task);
     TaskType type = TaskType.ofJobName(task.job()).orElseThrow();
     List<HostPort> addresses;
@@ -189,7 +233,8 @@ public final class TaskExecutor {
     } catch (StatusRuntimeException e) {
       log.error("{}: {}", task, e.getStatus().getDescription() == null ? e.getStatus().getCode()
           : e.getStatus().getDescription());
-      return 1;
+      // an aborted attempt: the master may want the container for the next
+      return new Ended(1, e.getStatus().getCode() == Status.Code.ABORTED);
     } // the port is free again: the command binds it next
     Gang gang = job.gang().formed(addresses);
     Path containerDir = Path.of("").toAbsolutePath(); // where YARN put the shipped files
@@ -221,19 +266,27 @@ public final class TaskExecutor {
       int code = process.waitFor(Duration.ofDays(365 * 100)).orElseThrow();
       heartbeats.interrupt();
       HeartbeatResponse.Action action = endedBy.get();
+      boolean offerContainer = false;
       try {
-        stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS).exited(ExitedRequest.newBuilder()
-            .setTask(ref).setExitCode(code).addAllStderrTail(process.stderrTail()).setEndedByRequest(action != null)
-            .build());
+        offerContainer = stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS).exited(ExitedRequest
+            .newBuilder().setTask(ref).setExitCode(code).addAllStderrTail(process.stderrTail())
+            .setEndedByRequest(action != null).build()).getOfferContainer();
       } catch (StatusRuntimeException e) {
         log.warn("{}: cannot tell the master that the command exited with {}: {}", task, code, e.getStatus());
       }
       if (action == HeartbeatResponse.Action.END) {
         log.info("{}: ended the command: the tasks the job awaits have all finished", task);
-        return 0;
+        return new Ended(0, false);
       }
       log.info("{}: the command exited with code {}", task, code);
-      return code == 0 && action == null ? 0 : 1;
+      if (offerContainer) { // the task's private directory goes with the task, not with the container, which lives on
+        try {
+          ExecutorArchive.deleteTree(workDir);
+        } catch (IOException e) {
+          log.warn("{}: cannot delete the task's directory {}: {}", task, workDir, e.toString());
+        }
+      }
+      return new Ended(code == 0 && action == null ? 0 : 1, offerContainer);
     }
   }
 

@@ -2,6 +2,7 @@ package io.muster.yarn;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -432,12 +433,17 @@ class YarnJobsTest {
    * The one failure rule, with the same command as {@code ExternalCommandTest#theOneFailureRule} on
    * Spark: worker 1 fails the first attempt with {@code code}. A command's own exit code is the
    * job's verdict; 75 (asking for a re-run), or any code under {@code --rerun any-failure}, runs the
-   * whole gang again, which then succeeds.
+   * whole gang again, which then succeeds, each task in the container it had.
    */
   @ParameterizedTest(name = "exit {0} under {1}: re-run {2}")
   @CsvSource({"3, CLUSTER_FAILURES, false", "75, CLUSTER_FAILURES, true", "3, ANY_FAILURE, true"})
   void theOneFailureRule(int code, Rerun rerun, boolean reruns) throws Exception {
     String command = "echo \"$MUSTER_ATTEMPT\" >> " + dir + "/worker-$MUSTER_TASK_INDEX; "
+        + "echo \"$CONTAINER_ID\" >> " + dir + "/container-$MUSTER_TASK_INDEX; "
+        + "echo \"$MUSTER_WORK_DIR\" > " + dir + "/work-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
+        + "touch \"$MUSTER_WORK_DIR/scratch\"; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 1 ] && [ -e \"$(cat " + dir + "/work-0-$MUSTER_TASK_INDEX)\" ]; then "
+        + "echo $MUSTER_TASK_INDEX >> " + dir + "/work-left; fi; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then "
         // fails once worker 0's command has run, or it may end the gang before worker 0's starts (10 s at most)
         + "for i in $(seq 100); do [ -s " + dir + "/worker-0 ] && break; sleep 0.1; done; "
@@ -457,6 +463,13 @@ class YarnJobsTest {
           + failure), diagnostics);
       assertEquals("0\n1\n", Files.readString(dir.resolve("worker-0")), "worker 0 ran in both attempts");
       assertEquals("0\n1\n", Files.readString(dir.resolve("worker-1")));
+      for (int worker = 0; worker < 2; worker++) {
+        List<String> containers = Files.readAllLines(dir.resolve("container-" + worker));
+        assertEquals(2, containers.size(), containers.toString());
+        assertEquals(containers.get(0), containers.get(1), "worker " + worker + " ran both attempts in one container");
+      }
+      assertFalse(Files.exists(dir.resolve("work-left")), "each task's directory of attempt 1 was deleted before "
+          + "attempt 2 ran in its container");
     } else {
       assertEquals(FinalApplicationStatus.FAILED, report.getFinalApplicationStatus(), diagnostics);
       assertTrue(diagnostics.matches("attempt 1 of 2 failed, not re-run \\(" + Pattern.quote(Rerun.notRerun(
@@ -485,6 +498,29 @@ class YarnJobsTest {
   }
 
   /**
+   * With {@value MusterClient#KEEP_CONTAINERS} false, the executors of a failed attempt exit and the
+   * next attempt runs in a new gang of containers, as before that key.
+   */
+  @Test
+  void withoutKeepingContainersEveryAttemptRunsInNewContainers() throws Exception {
+    org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(local.configuration());
+    conf.setBoolean(MusterClient.KEEP_CONTAINERS, false);
+    String command = "echo $CONTAINER_ID > " + dir + "/container-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 0 ] && [ \"$MUSTER_TASK_INDEX\" = 1 ]; then exit 75; fi; "
+        + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi; exit 0";
+    try (MusterClient fresh = new MusterClient(conf)) {
+      ApplicationReport report = fresh.follow(fresh.submit(job(GangSpec.workers(2), command, 128, 2,
+          Duration.ofMinutes(2))), LIMIT, line -> { });
+
+      assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus(), report.getDiagnostics());
+      for (int worker = 0; worker < 2; worker++) {
+        assertNotEquals(Files.readString(dir.resolve("container-0-" + worker)),
+            Files.readString(dir.resolve("container-1-" + worker)), "worker " + worker + " got a new container");
+      }
+    }
+  }
+
+  /**
    * Worker 1's executor stops answering (SIGSTOP, as a hung or swapped-out JVM would; its NodeManager
    * still answers) while its command runs; four seconds later worker 0 fails, as the peer of a task
    * cut off would. The master takes the silence for the cause: the attempt does not count, and the
@@ -493,6 +529,7 @@ class YarnJobsTest {
   @Test
   void anExecutorThatGoesSilentEndsTheAttemptUncountedAndTheSilentTasksCommandIsStopped() throws Exception {
     String command = "echo $$ > " + dir + "/pid-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
+        + "echo $CONTAINER_ID > " + dir + "/container-$MUSTER_ATTEMPT-$MUSTER_TASK_INDEX; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then "
         + "n=0; while [ ! -f " + dir + "/stopped ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done; "
         + "if [ \"$MUSTER_TASK_INDEX\" = 0 ]; then sleep 4; echo 'lost my peer' >&2; exit 1; fi; exec sleep 600; fi; "
@@ -520,6 +557,10 @@ class YarnJobsTest {
       assertTrue(m.matches(), diagnostics);
       assertTrue(Integer.parseInt(m.group(2)) >= 3, "worker 1 was silent when worker 0 failed: " + diagnostics);
       assertTrue(Files.exists(dir.resolve("pid-1-0")) && Files.exists(dir.resolve("pid-1-1")), "the gang ran again");
+      assertEquals(Files.readString(dir.resolve("container-0-0")), Files.readString(dir.resolve("container-1-0")),
+          "worker 0's executor offered its container, which ran worker 0 again");
+      assertNotEquals(Files.readString(dir.resolve("container-0-1")), Files.readString(dir.resolve("container-1-1")),
+          "the silent executor's container was stopped: worker 1 ran in a new one");
       Eventually.within(Duration.ofSeconds(30), "the silent worker's command has ended", () -> !Pids.running(worker1));
     } finally {
       if (executor.isAlive()) {
