@@ -16,6 +16,10 @@ import io.muster.proto.gang.TaskRef;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
 import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URI;
 import java.nio.ByteBuffer;
 import java.security.PrivilegedExceptionAction;
 import java.time.Duration;
@@ -153,6 +157,10 @@ public final class ApplicationMaster {
   }
 
   public static void main(String[] args) throws Exception {
+    if (args.length == 1 && args[0].equals(TaskExecutor.WARM_UP)) {
+      warmUp();
+      System.exit(TaskExecutor.warmUp());
+    }
     YarnJob job = Handoff.job();
     Configuration conf = SiteConfiguration.decode(System.getenv(SiteConfiguration.ENV));
     // the client's security settings (Kerberos) over the node's, like the rest of its configuration
@@ -176,6 +184,8 @@ public final class ApplicationMaster {
           endpoint, server.address(), containerTokens(credentials));
       try (StatusPage page = new StatusPage(host, master::status)) {
         rm.registerApplicationMaster(host, server.port(), page.url());
+        log.info("registered with the ResourceManager{}; serving the executors at {}", TaskExecutor.startCost(),
+            server.address());
         Outcome outcome;
         try {
           outcome = master.run();
@@ -203,11 +213,56 @@ public final class ApplicationMaster {
   record Outcome(FinalApplicationStatus status, String diagnostics) {}
 
   /**
+   * What {@link ExecutorArchive} records of the master, against no cluster: its configuration and
+   * login, its ResourceManager client up to a registration that finds nobody there, its
+   * NodeManager client, its endpoint with the call it makes to itself, its status page, and the
+   * records it asks for and launches containers with.
+   */
+  private static void warmUp() throws Exception {
+    Configuration conf = SiteConfiguration.decode(SiteConfiguration.encode(new YarnConfiguration()));
+    UserGroupInformation.setConfiguration(conf);
+    UserGroupInformation.getCurrentUser().getCredentials();
+    Configuration nobody = resourceManagerClientConfiguration(conf);
+    try (ServerSocket closed = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      nobody.set(YarnConfiguration.RM_SCHEDULER_ADDRESS, "127.0.0.1:" + closed.getLocalPort());
+    } // closed now: the registration is refused at once
+    nobody.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 0);
+    AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
+    rm.init(nobody);
+    rm.start();
+    try {
+      rm.registerApplicationMaster("127.0.0.1", 0, "");
+    } catch (IOException | YarnException | RuntimeException e) {
+      log.debug("the warm-up's registration failed, as it should: {}", e.toString());
+    } finally {
+      rm.stop();
+    }
+    NMClient nm = NMClient.createNMClient();
+    nm.init(conf);
+    nm.start();
+    nm.stop();
+    JobToken token = JobToken.random();
+    try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
+        Security.of(token)); StatusPage page = new StatusPage("127.0.0.1", () -> Map.of("state", "warm-up"))) {
+      server.addService(new GangEndpoint(true));
+      warmUpInBackground(server.address(), token).join();
+      try (InputStream in = URI.create(page.url() + "status.json").toURL().openStream()) {
+        in.readAllBytes();
+      }
+    }
+    YarnJob job = TaskExecutor.warmUpJob();
+    ContainerLaunchContext.newInstance(localResources(job), Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()),
+        List.of("true"), null, containerTokens(new Credentials()), null);
+    new ContainerRequest(resource(job.resources().get(TaskType.WORKER)), null, null,
+        Priority.newInstance(priority(TaskType.WORKER)), true, null);
+  }
+
+  /**
    * One call to this master's own endpoint, refused as from no attempt, while YARN allocates and
    * launches the containers: the executors' first calls then find the serving path loaded and
    * compiled, instead of all waiting on it at once.
    */
-  private static void warmUpInBackground(HostPort self, JobToken token) {
+  private static Thread warmUpInBackground(HostPort self, JobToken token) {
     Thread warmUp = new Thread(() -> {
       try (ChannelCache channels = new ChannelCache(Security.of(token))) {
         GangServiceGrpc.newBlockingStub(channels.get(self)).withDeadlineAfter(10, TimeUnit.SECONDS)
@@ -219,6 +274,7 @@ public final class ApplicationMaster {
     }, "muster-warm-up");
     warmUp.setDaemon(true);
     warmUp.start();
+    return warmUp;
   }
 
   /** The ResourceManager did not answer within the client's bound: the cluster is gone, or this node is cut off. */
@@ -587,7 +643,7 @@ public final class ApplicationMaster {
     String java = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java";
     String command = java + " " + String.join(" ", ExecutorArchive.JVM_FLAGS)
         + executorArchive.map(archive -> " " + ExecutorArchive.jvmOptions(archive)).orElse("")
-        + " -cp " + executorClasspath(job) + " " + TaskExecutor.class.getName()
+        + " -cp " + classpath(job) + " " + TaskExecutor.class.getName()
         + " " + address + " " + task.job() + " " + task.index() + " " + attempt.number
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
@@ -610,7 +666,7 @@ public final class ApplicationMaster {
   static Map<String, LocalResource> localResources(YarnJob job) {
     Map<String, LocalResource> resources = new HashMap<>();
     for (YarnJob.Shipped file : job.shipped()) {
-      resources.put(file.name(), LocalResource.newInstance(URL.fromURI(java.net.URI.create(file.uri())),
+      resources.put(file.name(), LocalResource.newInstance(URL.fromURI(URI.create(file.uri())),
           file.archive() ? LocalResourceType.ARCHIVE : LocalResourceType.FILE, LocalResourceVisibility.APPLICATION,
           file.size(), file.modified()));
     }
@@ -640,18 +696,13 @@ public final class ApplicationMaster {
     }
   }
 
-  /** The node's Hadoop configuration directory, then Muster's runtime. */
+  /**
+   * Muster's runtime, then the node's Hadoop configuration directory, for the master and the
+   * executors: the class path the class-data archive was made for comes first, as the JVM requires
+   * (the runtime's jars hold Hadoop's defaults, never a site's settings).
+   */
   static String classpath(YarnJob job) {
     // quoted: a staged runtime's class path is the container directory's "*", which the shell must not expand
-    return "\"" + ApplicationConstants.Environment.HADOOP_CONF_DIR.$$() + ":" + String.join(":", job.classpath())
-        + "\"";
-  }
-
-  /**
-   * Muster's runtime, then the node's Hadoop configuration directory (which the executor does not
-   * read): the class path the executors' archive was made for comes first, as the JVM requires.
-   */
-  static String executorClasspath(YarnJob job) {
     return "\"" + String.join(":", job.classpath()) + ":" + ApplicationConstants.Environment.HADOOP_CONF_DIR.$$()
         + "\"";
   }

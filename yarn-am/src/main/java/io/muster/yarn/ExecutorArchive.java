@@ -44,6 +44,8 @@ final class ExecutorArchive {
   private static final Logger log = LoggerFactory.getLogger(ExecutorArchive.class);
   /** A small, short-lived JVM: the C1 compiler and the serial collector start it fastest. */
   static final List<String> JVM_FLAGS = List.of("-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
+  /** The master's: it lives as long as the job, but its work is small and its start is on every job's path. */
+  static final List<String> MASTER_JVM_FLAGS = List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
   /** The master's environment variable that names the archive for the executors it launches. */
   static final String ENV = "MUSTER_EXECUTOR_ARCHIVE";
   private static final Duration MAKING_TIMEOUT = Duration.ofMinutes(2);
@@ -188,7 +190,7 @@ final class ExecutorArchive {
           .toString()));
       command.addAll(JVM_FLAGS);
       command.addAll(List.of("-XX:ArchiveClassesAtExit=" + partial, "-cp", String.join(":", jars),
-          TaskExecutor.class.getName(), TaskExecutor.WARM_UP));
+          ApplicationMaster.class.getName(), TaskExecutor.WARM_UP));
       Process process = new ProcessBuilder(command).directory(work.toFile()).redirectErrorStream(true)
           .redirectOutput(output.toFile()).start();
       if (!process.waitFor(MAKING_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)) {

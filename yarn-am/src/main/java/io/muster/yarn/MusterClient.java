@@ -133,8 +133,10 @@ public final class MusterClient implements AutoCloseable {
     job.placement().nodeLabel().ifPresent(context::setNodeLabelExpression);
     job.placement().lifetime().ifPresent(lifetime ->
         context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
-    String command = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java -Xmx256m -cp "
-        + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
+    String command = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java "
+        + String.join(" ", ExecutorArchive.MASTER_JVM_FLAGS)
+        + executorArchive.map(archive -> " " + ExecutorArchive.jvmOptions(archive.toString())).orElse("")
+        + " -cp " + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
         + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
         + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
     Map<String, String> environment = new HashMap<>(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),

@@ -31,6 +31,7 @@ import io.muster.rpc.Security;
 import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -145,7 +146,7 @@ public final class TaskExecutor {
    * master in this JVM that answers every call at once, with a command that exits at once. The
    * classes it loads are the archive's.
    */
-  private static int warmUp() throws Exception {
+  static int warmUp() throws Exception {
     JobToken token = JobToken.random();
     TaskId task = new TaskId(TaskType.WORKER.jobName(), 0);
     Credentials credentials = new Credentials();
@@ -157,10 +158,7 @@ public final class TaskExecutor {
     } finally {
       Files.deleteIfExists(tokens.toPath());
     }
-    YarnJob job = YarnJob.fromEnvironmentValue(new YarnJob("warm-up", "default", GangSpec.workers(1),
-        Map.of(TaskType.WORKER, new YarnJob.Resources(128, 1, 0)), Map.of(TaskType.WORKER, "true"), Map.of(), 1,
-        Rerun.CLUSTER_FAILURES, CALL, Optional.empty(), List.of(), List.of(), YarnJob.Placement.ANYWHERE)
-        .toEnvironmentValue());
+    YarnJob job = YarnJob.fromEnvironmentValue(warmUpJob().toEnvironmentValue());
     TaskRef ref = TaskRef.newBuilder().setJob(task.job()).setIndex(0).setContainerId("warm-up").build();
     try (TaskServer master = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(token)); ChannelCache channels = new ChannelCache(Security.of(token))) {
@@ -168,6 +166,13 @@ public final class TaskExecutor {
       return run(GangServiceGrpc.newBlockingStub(channels.get(master.address())), ref, job, token, "127.0.0.1")
           .exitCode();
     }
+  }
+
+  /** The warm-up's job: one worker, whose command exits at once. */
+  static YarnJob warmUpJob() {
+    return new YarnJob("warm-up", "default", GangSpec.workers(1), Map.of(TaskType.WORKER,
+        new YarnJob.Resources(128, 1, 0)), Map.of(TaskType.WORKER, "true"), Map.of(), 1, Rerun.CLUSTER_FAILURES, CALL,
+        Optional.empty(), List.of(), List.of(), YarnJob.Placement.ANYWHERE);
   }
 
   /** The warm-up's master: the gang is the one executor that registered, and it goes on. */
@@ -223,10 +228,7 @@ public final class TaskExecutor {
       HostPort address = new HostPort(host, reserved.getLocalPort());
       stub.withDeadlineAfter(CALL.toMillis(), TimeUnit.MILLISECONDS)
           .register(RegisterRequest.newBuilder().setTask(ref).setAddress(address.toString()).build());
-      ProcessHandle.Info self = ProcessHandle.current().info();
-      log.info("{}: registered at {}{}{}; waiting for the gang", task, address, self.startInstant()
-          .map(start -> " " + Duration.between(start, Instant.now()).toMillis() + " ms after its JVM started").orElse(""),
-          self.totalCpuDuration().map(cpu -> ", " + cpu.toMillis() + " ms of CPU").orElse(""));
+      log.info("{}: registered at {}{}; waiting for the gang", task, address, startCost());
       addresses = stub.withDeadlineAfter(job.gangTimeout().plus(CALL).toMillis(), TimeUnit.MILLISECONDS)
           .awaitGang(AwaitGangRequest.newBuilder().setTask(ref).build())
           .getAddressesList().stream().map(HostPort::parse).toList();
@@ -335,6 +337,13 @@ public final class TaskExecutor {
         }
       }
     }
+  }
+
+  /** What this JVM's start has cost so far, as a log line says it: {@code " 3695 ms after its JVM started, 1240 ms of CPU"}. */
+  static String startCost() {
+    // the JVM's own clock: a process's start time from the OS is only as fine as the boot time's second
+    return " " + ManagementFactory.getRuntimeMXBean().getUptime() + " ms after its JVM started"
+        + ProcessHandle.current().info().totalCpuDuration().map(cpu -> ", " + cpu.toMillis() + " ms of CPU").orElse("");
   }
 
   /** The container's GPUs: YARN's assignment when it set one, else devices 0..n-1 of the node. */

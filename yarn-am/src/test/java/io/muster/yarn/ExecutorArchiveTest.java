@@ -50,9 +50,11 @@ class ExecutorArchiveTest {
       assertEquals(java.util.Set.of("old2", "old3", "old4", archive.getParent().getFileName().toString()),
           kept.map(p -> p.getFileName().toString()).collect(java.util.stream.Collectors.toSet()), "the newest four");
     }
-    String log = runExecutor(first, work);
+    String log = runWarmUp(first, work);
     assertTrue(log.contains(TaskExecutor.class.getName() + " source: shared objects file (top)"),
         "the executor's classes come from the archive");
+    assertTrue(log.contains(ApplicationMaster.class.getName() + " source: shared objects file (top)"),
+        "and so do the master's");
 
     FileTime made = Files.getLastModifiedTime(archive);
     ExecutorArchive.Prepared again = ExecutorArchive.prepare(new Configuration(false), classpath, cache);
@@ -90,14 +92,17 @@ class ExecutorArchiveTest {
     }
   }
 
-  /** An executor's warm-up run with the archive, as the master launches one; its class-loading log. */
-  private static String runExecutor(ExecutorArchive.Prepared prepared, Path work) throws Exception {
+  /**
+   * The master's and an executor's warm-up run with the archive, in a JVM started as the client
+   * starts the master; its class-loading log.
+   */
+  private static String runWarmUp(ExecutorArchive.Prepared prepared, Path work) throws Exception {
     Path log = work.resolve("class-load.log");
     List<String> command = new ArrayList<>(List.of(java()));
-    command.addAll(ExecutorArchive.JVM_FLAGS);
+    command.addAll(ExecutorArchive.MASTER_JVM_FLAGS);
     command.addAll(List.of(ExecutorArchive.jvmOptions(prepared.archive().orElseThrow().toString()).split(" ")));
     command.addAll(List.of("-Xlog:class+load:file=" + log, "-cp", String.join(":", prepared.classpath()),
-        TaskExecutor.class.getName(), TaskExecutor.WARM_UP));
+        ApplicationMaster.class.getName(), TaskExecutor.WARM_UP));
     String output = run(command, work);
     assertTrue(output.contains("worker 0: the command exited with code 0"), output);
     return Files.readString(log);
