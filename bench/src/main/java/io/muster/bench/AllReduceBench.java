@@ -20,7 +20,9 @@ import java.util.concurrent.TimeUnit;
  * 0's JSON line per size; with {@code --table}, also a readable table with algbw and busbw
  * (NCCL-tests: busbw = algbw x 2(n-1)/n) next to a raw-TCP baseline measured in the same run. With
  * {@code --tls}, the ranks run with TLS configured (a throwaway self-signed certificate), so the
- * ring's streams are TLS; the JSON lines say {@code "tls": true}.
+ * ring's streams are TLS; the JSON lines say {@code "tls": true}. With {@code --first-steps}, each
+ * SIZE on a fresh gang: its first 100 all-reduces, as a job's first steps meet them, against 100
+ * once the JIT has settled.
  */
 final class AllReduceBench {
   private AllReduceBench() {}
@@ -29,15 +31,21 @@ final class AllReduceBench {
   static Bench.Job parse(List<String> args) {
     boolean table = args.contains("--table");
     boolean tls = args.contains("--tls");
+    boolean firstSteps = args.contains(AllReduceRank.FIRST_STEPS);
     List<String> rest = new ArrayList<>(args);
     rest.remove("--table");
     rest.remove("--tls");
+    rest.remove(AllReduceRank.FIRST_STEPS);
     rest.stream().filter(a -> a.startsWith("--")).findFirst().ifPresent(a -> {
-      throw new IllegalArgumentException("unknown argument '" + a + "'; options: --table, --tls");
+      throw new IllegalArgumentException("unknown argument '" + a + "'; options: --table, --tls, --first-steps");
     });
+    if (firstSteps && (table || tls)) {
+      throw new IllegalArgumentException("--first-steps goes alone: it measures a fresh gang's first all-reduces, "
+          + "without the table's baseline or TLS");
+    }
     if (rest.size() < 2) {
       throw new IllegalArgumentException("needs N (ranks) and at least one SIZE: muster bench allreduce [--table] "
-          + "[--tls] N SIZE...");
+          + "[--tls] [--first-steps] N SIZE...");
     }
     int n = BenchArgs.positive("N", rest.get(0), "N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
     if (n > 64) {
@@ -56,6 +64,13 @@ final class AllReduceBench {
             + "64M), was '" + s + "'");
       }
       sizes.add(String.valueOf(bytes));
+    }
+    if (firstSteps) {
+      return () -> {
+        for (String size : sizes) { // a fresh gang per size: each size's first steps are the JIT's first sight of it
+          allReduce(n, List.of(AllReduceRank.FIRST_STEPS, size), Map.of());
+        }
+      };
     }
     return () -> run(n, sizes, table, tls);
   }

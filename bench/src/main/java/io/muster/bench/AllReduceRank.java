@@ -30,6 +30,11 @@ public final class AllReduceRank {
   /** Longest warm-up of one size. */
   private static final double WARM_UP_LIMIT_S = 20;
 
+  /** The argument that measures a fresh gang's first all-reduces against its steady state. */
+  static final String FIRST_STEPS = "--first-steps";
+  /** How many all-reduces make a training job's first steps, as issue 27 counts them. */
+  private static final int STEPS = 100;
+
   private AllReduceRank() {}
 
   public static void main(String[] args) {
@@ -44,9 +49,13 @@ public final class AllReduceRank {
       try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
           host, runtime.agent(), security, CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
-        warmUp(c);
-        for (String size : args) {
-          run(c, Integer.parseInt(size), security.tls().isPresent());
+        if (args[0].equals(FIRST_STEPS)) {
+          firstSteps(c, Integer.parseInt(args[1]));
+        } else {
+          warmUp(c);
+          for (String size : args) {
+            run(c, Integer.parseInt(size), security.tls().isPresent());
+          }
         }
       }
       runtime.agent().shutdown();
@@ -88,6 +97,34 @@ public final class AllReduceRank {
       quiet = compiled[0] == 0 ? quiet + 1 : 0;
     } while (quiet < 2 && (System.nanoTime() - start) / 1e9 < WARM_UP_LIMIT_S);
     return perOp;
+  }
+
+  /**
+   * A fresh gang's first {@link #STEPS} all-reduces of {@code bytes}, as a data-parallel job's
+   * first steps run them (nothing warmed: the JIT starts on them), against as many once the JIT has
+   * settled. Rank 0 prints one JSON line; every rank runs in lockstep, so its loop time is the gang's.
+   */
+  private static void firstSteps(Collectives c, int bytes) {
+    ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+    double first = timeOps(c, data, STEPS);
+    long settling = System.nanoTime();
+    untilCompiled(c, data);
+    double settled = (System.nanoTime() - settling) / 1e9;
+    double steady = timeOps(c, data, STEPS);
+    if (c.rank() == 0) {
+      Map<String, Object> line = new LinkedHashMap<>();
+      line.put("method", "muster-ring");
+      line.put("what", "first_steps");
+      line.put("ranks", c.size());
+      line.put("bytes", bytes);
+      line.put("steps", STEPS);
+      line.put("first_s", first);
+      line.put("steady_s", steady);
+      line.put("extra_s", first - steady);
+      line.put("settling_s", settled);
+      System.out.println(Json.write(line));
+      System.out.flush();
+    }
   }
 
   /** Seconds taken by {@code ops} all-reduces. */

@@ -21,17 +21,7 @@ class AllReduceBenchTest {
   @Test
   void eachSizeIsOneJsonLineNamingTheAlgorithmItTook() throws Exception {
     ByteArrayOutputStream captured = new ByteArrayOutputStream();
-    PrintStream original = System.out;
-    System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-    try {
-      AllReduceBench.parse(List.of("2", "4K", "128K")).run();
-    } finally {
-      System.setOut(original);
-    }
-    List<Map<?, ?>> lines = new ArrayList<>();
-    for (String line : captured.toString(StandardCharsets.UTF_8).split("\n")) {
-      lines.add((Map<?, ?>) Json.parse(line));
-    }
+    List<Map<?, ?>> lines = run(List.of("2", "4K", "128K"), captured);
     assertEquals(2, lines.size(), captured.toString(StandardCharsets.UTF_8));
     String[] algorithms = {"gather", "ring"};
     long[] sizes = {4096, 131072};
@@ -47,5 +37,38 @@ class AllReduceBenchTest {
       assertTrue(median > 0 && median < 1 && mean > 0 && mean < 1, line.toString());
       assertTrue(((Number) line.get("ops")).longValue() >= 5, line.toString());
     }
+  }
+
+  @Test
+  void firstStepsAreOneJsonLinePerSizeOnAFreshGang() throws Exception {
+    ByteArrayOutputStream captured = new ByteArrayOutputStream();
+    List<Map<?, ?>> lines = run(List.of("--first-steps", "2", "4K"), captured);
+    assertEquals(1, lines.size(), captured.toString(StandardCharsets.UTF_8));
+    Map<?, ?> line = lines.get(0);
+    assertEquals("first_steps", line.get("what"));
+    assertEquals(2L, ((Number) line.get("ranks")).longValue());
+    assertEquals(4096L, ((Number) line.get("bytes")).longValue());
+    assertEquals(100L, ((Number) line.get("steps")).longValue());
+    double first = ((Number) line.get("first_s")).doubleValue();
+    double steady = ((Number) line.get("steady_s")).doubleValue();
+    assertTrue(first > 0 && steady > 0 && first < 60 && steady < 60, line.toString());
+    assertEquals(first - steady, ((Number) line.get("extra_s")).doubleValue(), 1e-9, line.toString());
+    assertTrue(((Number) line.get("settling_s")).doubleValue() > 0, line.toString());
+  }
+
+  /** The benchmark's JSON lines on stdout, parsed; {@code captured} keeps the raw output for messages. */
+  private static List<Map<?, ?>> run(List<String> args, ByteArrayOutputStream captured) throws Exception {
+    PrintStream original = System.out;
+    System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+    try {
+      AllReduceBench.parse(args).run();
+    } finally {
+      System.setOut(original);
+    }
+    List<Map<?, ?>> lines = new ArrayList<>();
+    for (String line : captured.toString(StandardCharsets.UTF_8).split("\n")) {
+      lines.add((Map<?, ?>) Json.parse(line));
+    }
+    return lines;
   }
 }
