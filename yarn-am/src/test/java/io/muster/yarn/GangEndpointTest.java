@@ -40,8 +40,35 @@ class GangEndpointTest {
     return TaskRef.newBuilder().setJob(job).setIndex(index).setAttempt(attempt).setContainerId(container).build();
   }
 
+  /** The first attempt of a gang of two workers, in containers c0 and c1 on host h. */
+  private static Attempt firstOfTwoWorkers() {
+    Attempt attempt = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1), 42);
+    attempt.assign(TaskType.WORKER, "c0", "h", "http://h/0");
+    attempt.assign(TaskType.WORKER, "c1", "h", "http://h/1");
+    return attempt;
+  }
+
   private static GangServiceGrpc.GangServiceBlockingStub stub(ChannelCache channels, TaskServer server) {
     return GangServiceGrpc.newBlockingStub(channels.get(server.address())).withDeadlineAfter(10, TimeUnit.SECONDS);
+  }
+
+  /** The endpoint served on 127.0.0.1 under the job's token, and channels that carry it. */
+  private record Serving(TaskServer server, ChannelCache channels) implements AutoCloseable {
+    static Serving of(GangEndpoint endpoint) {
+      TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0), Security.of(TOKEN));
+      server.addService(endpoint);
+      return new Serving(server, new ChannelCache(Security.of(TOKEN)));
+    }
+
+    GangServiceGrpc.GangServiceBlockingStub stub() {
+      return GangEndpointTest.stub(channels, server);
+    }
+
+    @Override
+    public void close() {
+      channels.close();
+      server.close();
+    }
   }
 
   @Test
@@ -70,11 +97,8 @@ class GangEndpointTest {
     attempt.assign(TaskType.CHIEF, "c-chief", "h", "http://h/chief");
     attempt.assign(TaskType.WORKER, "c-worker", "h", "http://h/worker");
     endpoint.start(attempt);
-    try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
-        Security.of(TOKEN));
-        ChannelCache channels = new ChannelCache(Security.of(TOKEN))) {
-      server.addService(endpoint);
-      var stub = stub(channels, server);
+    try (Serving master = Serving.of(endpoint)) {
+      var stub = master.stub();
       StatusRuntimeException stale = assertThrows(StatusRuntimeException.class, () -> stub.register(
           RegisterRequest.newBuilder().setTask(ref("worker", 0, 0, "c-old")).setAddress("h:1").build()));
       assertEquals(Status.Code.FAILED_PRECONDITION, stale.getStatus().getCode());
@@ -106,16 +130,12 @@ class GangEndpointTest {
   @Test
   void aFailedAttemptsExecutorsOfferTheirContainersAndHearTheirTaskInTheNextAttempt() throws Exception {
     GangEndpoint endpoint = new GangEndpoint(true);
-    Attempt first = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1), 42);
-    first.assign(TaskType.WORKER, "c0", "h", "http://h/0");
-    first.assign(TaskType.WORKER, "c1", "h", "http://h/1");
+    Attempt first = firstOfTwoWorkers();
     endpoint.start(first);
-    try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
-        Security.of(TOKEN));
-        ChannelCache channels = new ChannelCache(Security.of(TOKEN))) {
-      server.addService(endpoint);
-      var stub = stub(channels, server);
-      var futures = GangServiceGrpc.newFutureStub(channels.get(server.address())).withDeadlineAfter(10, TimeUnit.SECONDS);
+    try (Serving master = Serving.of(endpoint)) {
+      var stub = master.stub();
+      var futures = GangServiceGrpc.newFutureStub(master.channels().get(master.server().address()))
+          .withDeadlineAfter(10, TimeUnit.SECONDS);
       stub.register(RegisterRequest.newBuilder().setTask(ref("worker", 0, 0, "c0")).setAddress("h:1").build());
       stub.register(RegisterRequest.newBuilder().setTask(ref("worker", 1, 0, "c1")).setAddress("h:2").build());
 
@@ -154,15 +174,10 @@ class GangEndpointTest {
   void anOfferIsDeclinedAtOnceWhereNoNextAttemptCanWantIt() {
     for (boolean keepContainers : List.of(true, false)) {
       GangEndpoint endpoint = new GangEndpoint(keepContainers);
-      Attempt attempt = new Attempt(0, GangSpec.workers(2), Duration.ofMinutes(1), 42);
-      attempt.assign(TaskType.WORKER, "c0", "h", "http://h/0");
-      attempt.assign(TaskType.WORKER, "c1", "h", "http://h/1");
+      Attempt attempt = firstOfTwoWorkers();
       endpoint.start(attempt);
-      try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
-          Security.of(TOKEN));
-          ChannelCache channels = new ChannelCache(Security.of(TOKEN))) {
-        server.addService(endpoint);
-        var stub = stub(channels, server);
+      try (Serving master = Serving.of(endpoint)) {
+        var stub = master.stub();
         if (!keepContainers) {
           attempt.abort("worker 1 failed");
         }
