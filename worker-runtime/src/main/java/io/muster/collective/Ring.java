@@ -533,6 +533,19 @@ final class Ring implements AutoCloseable {
    * left half-written, within {@link #ABORT_NANOS}; the next rank then fails with these words.
    */
   private void passOn(String reason) {
+    // A killed task's thread comes here interrupted, and its abort is what ends the others at once
+    // (without it they wait out BROKEN_GRACE_NANOS): it goes out within its bound, the interrupt kept.
+    boolean interrupted = Thread.interrupted();
+    try {
+      passOnWithin(reason);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private void passOnWithin(String reason) {
     try {
       if (!writeLock.tryLock(ABORT_NANOS, TimeUnit.NANOSECONDS)) {
         return;

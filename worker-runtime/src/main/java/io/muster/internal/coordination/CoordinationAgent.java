@@ -390,16 +390,23 @@ public final class CoordinationAgent implements KeyValues, AutoCloseable {
 
   /**
    * Reports an error of this task to the service, which marks the task failed and tells every
-   * other task; waits at most {@link #REPORT_TIMEOUT} (or the heartbeat timeout, if shorter).
+   * other task; waits at most {@link #REPORT_TIMEOUT} (or the heartbeat timeout, if shorter). The
+   * report goes out from a thread being interrupted too (a killed task's), which keeps its
+   * interrupt: the report is what spares the others their wait.
    */
   public void reportError(Status.Code code, String message) {
     Duration wait = REPORT_TIMEOUT.compareTo(options.heartbeatTimeout()) < 0 ? REPORT_TIMEOUT
         : options.heartbeatTimeout();
+    boolean interrupted = Thread.interrupted(); // gRPC's blocking call would give up at once on it
     try {
       call(System.nanoTime() + wait.toNanos(), wait).reportErrorToService(ReportErrorToServiceRequest.newBuilder()
           .setErrorCode(code.value()).setErrorMessage(message).setErrorOrigin(Errors.toProto(task)).build());
     } catch (StatusRuntimeException e) {
       throw Errors.toException(task + " could not report its error to the coordination service", e);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 

@@ -148,6 +148,24 @@ class CoordinationServiceTest {
     }
   }
 
+  /** A killed task reports from an interrupted thread: the report goes out, and the thread stays interrupted. */
+  @Test
+  void anInterruptedThreadsReportStillReachesTheOthersAndKeepsItsInterrupt() throws Exception {
+    try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
+      cluster.joinAll();
+      Thread.currentThread().interrupt();
+      try {
+        cluster.worker(1).agent().reportError(Status.Code.INTERNAL, "killed in step 7");
+      } finally {
+        assertTrue(Thread.interrupted(), "the thread keeps its interrupt");
+      }
+      Eventually.within(Duration.ofSeconds(5), "workers 0 and 2 told",
+          () -> !cluster.errors(W0).isEmpty() && !cluster.errors(W2).isEmpty());
+      String message = cluster.errors(W2).get(0).getMessage();
+      assertTrue(message.contains("reported an error: killed in step 7"), message);
+    }
+  }
+
   // ---- barriers ----
 
   @Test
