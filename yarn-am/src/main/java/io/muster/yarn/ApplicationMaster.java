@@ -85,9 +85,9 @@ import org.slf4j.LoggerFactory;
  * whole gang runs again, up to the job's attempts, with {@code MUSTER_ATTEMPT} counting up (a
  * command's own failure is first given {@link Rerun#CAUSE_WINDOW} for a cluster's failure that
  * caused it). The next attempt runs in the failed attempt's containers whose executors offer them
- * (not those stopped, on a node left out, or named for preemption), and asks YARN for the rest. The job succeeds when the launch core's {@link EndOfJob}
- * says so; the final status and diagnostics name the failing task, its host, container, exit code
- * and stderr tail.
+ * (not those stopped, on a node left out, or named for preemption), and asks YARN for the rest.
+ * The job succeeds when the launch core's {@link EndOfJob} says so; the final status and
+ * diagnostics name the failing task, its host, container, exit code and stderr tail.
  *
  * <p>One file because the loop over attempts is one state machine driven by three parties at once
  * (the ResourceManager's allocations, the NodeManagers' container events, the executors' calls);

@@ -192,7 +192,7 @@ final class Attempt {
    */
   synchronized boolean offer(TaskId task, Offer offer) {
     Member m = member(task);
-    if (m.containerDone || m.offer != null || (abortReason == null && !(endOfJob.verdict() instanceof EndOfJob.Failed))) {
+    if (m.containerDone || m.offer != null || !failed()) {
       return false;
     }
     m.offer = offer;
