@@ -245,7 +245,7 @@ public final class ApplicationMaster {
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(token)); StatusPage page = new StatusPage("127.0.0.1", () -> Map.of("state", "warm-up"))) {
       server.addService(new GangEndpoint(true));
-      warmUpInBackground(server.address(), token).join();
+      callSelf(server.address(), token);
       try (InputStream in = URI.create(page.url() + "status.json").toURL().openStream()) {
         in.readAllBytes();
       }
@@ -262,19 +262,21 @@ public final class ApplicationMaster {
    * launches the containers: the executors' first calls then find the serving path loaded and
    * compiled, instead of all waiting on it at once.
    */
-  private static Thread warmUpInBackground(HostPort self, JobToken token) {
-    Thread warmUp = new Thread(() -> {
-      try (ChannelCache channels = new ChannelCache(Security.of(token))) {
-        GangServiceGrpc.newBlockingStub(channels.get(self)).withDeadlineAfter(10, TimeUnit.SECONDS)
-            .heartbeat(HeartbeatRequest.newBuilder().setTask(TaskRef.newBuilder().setJob(TaskType.WORKER.jobName())
-                .setAttempt(-1).setContainerId("warm-up")).build());
-      } catch (StatusRuntimeException e) {
-        log.debug("the warm-up call was answered: {}", e.getStatus()); // FAILED_PRECONDITION: no such attempt
-      }
-    }, "muster-warm-up");
+  private static void warmUpInBackground(HostPort self, JobToken token) {
+    Thread warmUp = new Thread(() -> callSelf(self, token), "muster-warm-up");
     warmUp.setDaemon(true);
     warmUp.start();
-    return warmUp;
+  }
+
+  /** One call to this master's own endpoint, refused as from no attempt, within 10 s. */
+  private static void callSelf(HostPort self, JobToken token) {
+    try (ChannelCache channels = new ChannelCache(Security.of(token))) {
+      GangServiceGrpc.newBlockingStub(channels.get(self)).withDeadlineAfter(10, TimeUnit.SECONDS)
+          .heartbeat(HeartbeatRequest.newBuilder().setTask(TaskRef.newBuilder().setJob(TaskType.WORKER.jobName())
+              .setAttempt(-1).setContainerId("warm-up")).build());
+    } catch (StatusRuntimeException e) {
+      log.debug("the warm-up call was answered: {}", e.getStatus()); // FAILED_PRECONDITION: no such attempt
+    }
   }
 
   /** The ResourceManager did not answer within the client's bound: the cluster is gone, or this node is cut off. */
@@ -640,13 +642,8 @@ public final class ApplicationMaster {
 
 
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
-    String java = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java";
-    String command = java + " " + String.join(" ", ExecutorArchive.JVM_FLAGS)
-        + executorArchive.map(archive -> " " + ExecutorArchive.jvmOptions(archive)).orElse("")
-        + " -cp " + classpath(job) + " " + TaskExecutor.class.getName()
-        + " " + address + " " + task.job() + " " + task.index() + " " + attempt.number
-        + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
-        + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
+    String command = javaCommand(ExecutorArchive.JVM_FLAGS, executorArchive, job, TaskExecutor.class,
+        address + " " + task.job() + " " + task.index() + " " + attempt.number);
     ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job),
         Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
     log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
@@ -694,6 +691,19 @@ public final class ApplicationMaster {
     } catch (IOException | InterruptedException e) {
       log.warn("cannot delete the job's staged files: {}", e.toString());
     }
+  }
+
+  /**
+   * The container command that runs {@code main} with {@code arguments} in a JVM with {@code flags},
+   * mapping the class-data archive where there is one, its output in the container's log files.
+   */
+  static String javaCommand(List<String> flags, Optional<String> archive, YarnJob job, Class<?> main,
+      String arguments) {
+    return ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java " + String.join(" ", flags)
+        + archive.map(path -> " " + ExecutorArchive.jvmOptions(path)).orElse("")
+        + " -cp " + classpath(job) + " " + main.getName() + (arguments.isEmpty() ? "" : " " + arguments)
+        + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
+        + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
   }
 
   /**

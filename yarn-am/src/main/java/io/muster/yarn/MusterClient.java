@@ -29,7 +29,6 @@ import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
-import org.apache.hadoop.yarn.api.ApplicationConstants;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
 import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
@@ -133,12 +132,8 @@ public final class MusterClient implements AutoCloseable {
     job.placement().nodeLabel().ifPresent(context::setNodeLabelExpression);
     job.placement().lifetime().ifPresent(lifetime ->
         context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
-    String command = ApplicationConstants.Environment.JAVA_HOME.$$() + "/bin/java "
-        + String.join(" ", ExecutorArchive.MASTER_JVM_FLAGS)
-        + executorArchive.map(archive -> " " + ExecutorArchive.jvmOptions(archive.toString())).orElse("")
-        + " -cp " + ApplicationMaster.classpath(job) + " " + ApplicationMaster.class.getName()
-        + " 1>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stdout"
-        + " 2>" + ApplicationConstants.LOG_DIR_EXPANSION_VAR + "/stderr";
+    String command = ApplicationMaster.javaCommand(ExecutorArchive.MASTER_JVM_FLAGS,
+        executorArchive.map(java.nio.file.Path::toString), job, ApplicationMaster.class, "");
     Map<String, String> environment = new HashMap<>(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
         SiteConfiguration.ENV, site));
     executorArchive.ifPresent(archive -> environment.put(ExecutorArchive.ENV, archive.toString()));
