@@ -9,6 +9,7 @@ import io.muster.yarn.MusterClient;
 import io.muster.yarn.YarnJob;
 import io.muster.yarn.local.LocalYarn;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -229,8 +230,7 @@ public final class YarnBench {
   /** The running ApplicationMaster's resident memory (VmRSS), if there is one. */
   private static Optional<Long> masterRssBytes() {
     return ProcessHandle.allProcesses()
-        .filter(p -> p.info().command().map(c -> c.endsWith("/java")).orElse(false)
-            && p.info().arguments().map(a -> List.of(a).contains(ApplicationMaster.class.getName())).orElse(false))
+        .filter(p -> p.info().command().map(c -> c.endsWith("/java")).orElse(false) && runsMaster(p.pid()))
         .findFirst().flatMap(p -> {
           try {
             return Files.readAllLines(Path.of("/proc", Long.toString(p.pid()), "status")).stream()
@@ -240,6 +240,19 @@ public final class YarnBench {
             return Optional.empty();
           }
         });
+  }
+
+  /**
+   * Whether the process's command line names the master's class: read from {@code /proc}, as the
+   * JDK gives no arguments for a command line longer than a page (a class path's is).
+   */
+  private static boolean runsMaster(long pid) {
+    try {
+      return List.of(new String(Files.readAllBytes(Path.of("/proc", Long.toString(pid), "cmdline")),
+          StandardCharsets.UTF_8).split("\0")).contains(ApplicationMaster.class.getName());
+    } catch (IOException e) {
+      return false; // gone meanwhile, or not ours to read
+    }
   }
 
   /** Waits for the first attempt's commands to write their pids, kills worker 1's with SIGKILL; returns when. */

@@ -42,10 +42,13 @@ import org.slf4j.LoggerFactory;
 final class ExecutorArchive {
 
   private static final Logger log = LoggerFactory.getLogger(ExecutorArchive.class);
-  /** A small, short-lived JVM: the C1 compiler and the serial collector start it fastest. */
-  static final List<String> JVM_FLAGS = List.of("-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
+  /**
+   * A small, short-lived JVM: the C1 compiler and the serial collector start it fastest, and
+   * {@link ContainerLogging} starts Log4j.
+   */
+  static final List<String> JVM_FLAGS = containerFlags("-Xmx128m");
   /** The master's: it lives as long as the job, but its work is small and its start is on every job's path. */
-  static final List<String> MASTER_JVM_FLAGS = List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
+  static final List<String> MASTER_JVM_FLAGS = containerFlags("-Xmx256m");
   /** The master's environment variable that names the archive for the executors it launches. */
   static final String ENV = "MUSTER_EXECUTOR_ARCHIVE";
   private static final Duration MAKING_TIMEOUT = Duration.ofMinutes(2);
@@ -57,6 +60,12 @@ final class ExecutorArchive {
   record Prepared(List<String> classpath, Optional<Path> archive) {}
 
   private ExecutorArchive() {}
+
+  private static List<String> containerFlags(String heap) {
+    List<String> flags = new ArrayList<>(List.of(heap, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"));
+    flags.addAll(ContainerLogging.JVM_FLAGS);
+    return List.copyOf(flags);
+  }
 
   /** The JVM options that map the archive, silent where it does not fit the node's JVM. */
   static String jvmOptions(String archive) {

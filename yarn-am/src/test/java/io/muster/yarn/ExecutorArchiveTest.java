@@ -55,6 +55,9 @@ class ExecutorArchiveTest {
         "the executor's classes come from the archive");
     assertTrue(log.contains(ApplicationMaster.class.getName() + " source: shared objects file (top)"),
         "and so do the master's");
+    assertTrue(log.contains(ContainerLogging.Containers.class.getName() + " source: shared objects file (top)"),
+        "their logging is configured in code, from the archive too");
+    assertFalse(log.contains("org.apache.logging.log4j.core.config.xml.XmlConfiguration "), "no file is parsed");
 
     FileTime made = Files.getLastModifiedTime(archive);
     ExecutorArchive.Prepared again = ExecutorArchive.prepare(new Configuration(false), classpath, cache);
