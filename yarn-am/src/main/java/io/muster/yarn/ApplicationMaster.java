@@ -37,6 +37,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.ExecutorService;
@@ -61,6 +62,7 @@ import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
 import org.apache.hadoop.yarn.api.records.LocalResource;
 import org.apache.hadoop.yarn.api.records.LocalResourceType;
 import org.apache.hadoop.yarn.api.records.LocalResourceVisibility;
+import org.apache.hadoop.yarn.api.records.NodeId;
 import org.apache.hadoop.yarn.api.records.PreemptionMessage;
 import org.apache.hadoop.yarn.api.records.Priority;
 import org.apache.hadoop.yarn.api.records.Resource;
@@ -214,33 +216,53 @@ public final class ApplicationMaster {
 
   /**
    * What {@link ExecutorArchive} records of the master, against no cluster: its configuration and
-   * login, its ResourceManager client up to a registration that finds nobody there, its
-   * NodeManager client, its endpoint with the call it makes to itself, its status page, and the
-   * records it asks for and launches containers with.
+   * login, its ResourceManager client up to a registration and an ask that find nobody there, its
+   * NodeManager client up to a container's launch that finds nobody either (the records of both
+   * built and encoded, as a job's are), its endpoint with the call it makes to itself, and its
+   * status page.
    */
   private static void warmUp() throws Exception {
     Configuration conf = SiteConfiguration.decode(SiteConfiguration.encode(new YarnConfiguration()));
     UserGroupInformation.setConfiguration(conf);
     UserGroupInformation.getCurrentUser().getCredentials();
-    Configuration nobody = resourceManagerClientConfiguration(conf);
+    int closedPort;
     try (ServerSocket closed = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      nobody.set(YarnConfiguration.RM_SCHEDULER_ADDRESS, "127.0.0.1:" + closed.getLocalPort());
-    } // closed now: the registration is refused at once
+      closedPort = closed.getLocalPort();
+    } // closed now: every call is refused at once
+    Configuration nobody = resourceManagerClientConfiguration(conf);
+    nobody.set(YarnConfiguration.RM_SCHEDULER_ADDRESS, "127.0.0.1:" + closedPort);
     nobody.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 0);
+    nobody.setLong(YarnConfiguration.CLIENT_NM_CONNECT_MAX_WAIT_MS, 1); // its least: one retry, 1 ms later
+    nobody.setLong(YarnConfiguration.CLIENT_NM_CONNECT_RETRY_INTERVAL_MS, 1);
+    YarnJob job = TaskExecutor.warmUpJob();
     AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
     rm.init(nobody);
     rm.start();
     try {
-      rm.registerApplicationMaster("127.0.0.1", 0, "");
-    } catch (IOException | YarnException | RuntimeException e) {
-      log.debug("the warm-up's registration failed, as it should: {}", e.toString());
+      refused(() -> rm.registerApplicationMaster("127.0.0.1", 0, ""));
+      rm.addContainerRequest(new ContainerRequest(resource(job.resources().get(TaskType.WORKER)), null, null,
+          Priority.newInstance(priority(TaskType.WORKER)), true, null));
+      refused(() -> rm.allocate(0.5f));
     } finally {
       rm.stop();
     }
     NMClient nm = NMClient.createNMClient();
-    nm.init(conf);
+    nm.init(nobody);
     nm.start();
-    nm.stop();
+    try {
+      NodeId node = NodeId.newInstance("127.0.0.1", closedPort);
+      org.apache.hadoop.yarn.api.records.Token none = org.apache.hadoop.yarn.api.records.Token.newInstance(
+          new byte[0], "warm-up", new byte[0], node.toString());
+      nm.getNMTokenCache().setToken(node.toString(), none);
+      ContainerId id = ContainerId.fromString("container_1_0001_01_000002");
+      Container container = Container.newInstance(id, node, "127.0.0.1:0", resource(job.resources()
+          .get(TaskType.WORKER)), Priority.newInstance(priority(TaskType.WORKER)), none);
+      refused(() -> nm.startContainer(container, ContainerLaunchContext.newInstance(localResources(job),
+          Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()), List.of("true"), null,
+          containerTokens(new Credentials()), null)));
+    } finally {
+      nm.stop();
+    }
     JobToken token = JobToken.random();
     try (TaskServer server = TaskServer.start(new TaskId("master", 0), new HostPort("127.0.0.1", 0),
         Security.of(token)); StatusPage page = new StatusPage("127.0.0.1", () -> Map.of("state", "warm-up"))) {
@@ -250,11 +272,15 @@ public final class ApplicationMaster {
         in.readAllBytes();
       }
     }
-    YarnJob job = TaskExecutor.warmUpJob();
-    ContainerLaunchContext.newInstance(localResources(job), Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()),
-        List.of("true"), null, containerTokens(new Credentials()), null);
-    new ContainerRequest(resource(job.resources().get(TaskType.WORKER)), null, null,
-        Priority.newInstance(priority(TaskType.WORKER)), true, null);
+  }
+
+  /** A warm-up's call to a closed port: it is refused, which is all it is for. */
+  private static void refused(Callable<?> call) {
+    try {
+      call.call();
+    } catch (Exception e) {
+      log.debug("the warm-up's call was refused, as it should be: {}", e.toString());
+    }
   }
 
   /**

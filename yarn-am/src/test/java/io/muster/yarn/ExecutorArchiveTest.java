@@ -55,6 +55,10 @@ class ExecutorArchiveTest {
         "the executor's classes come from the archive");
     assertTrue(log.contains(ApplicationMaster.class.getName() + " source: shared objects file (top)"),
         "and so do the master's");
+    for (String record : List.of("AllocateRequestPBImpl", "StartContainersRequestPBImpl")) {
+      assertTrue(log.contains("org.apache.hadoop.yarn.api.protocolrecords.impl.pb." + record
+          + " source: shared objects file (top)"), "what the master asks for and launches with: " + record);
+    }
     assertTrue(log.contains(ContainerLogging.Containers.class.getName() + " source: shared objects file (top)"),
         "their logging is configured in code, from the archive too");
     assertFalse(log.contains("org.apache.logging.log4j.core.config.xml.XmlConfiguration "), "no file is parsed");
