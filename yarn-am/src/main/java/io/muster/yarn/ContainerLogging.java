@@ -30,7 +30,7 @@ public final class ContainerLogging extends ConfigurationFactory {
   static final List<String> JVM_FLAGS = List.of("-Dlog4j2.configurationFactory=" + ContainerLogging.class.getName(),
       "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
       "-Dlog4j2.disableJmx=true");
-  static final String PATTERN = "%d{HH:mm:ss.SSS} %-5level %msg%n";
+  private static final String PATTERN = "%d{HH:mm:ss.SSS} %-5level %msg%n";
   private static final Set<String> VERBOSE = Set.of("debug", "trace");
 
   @Override
