@@ -1,6 +1,7 @@
 package io.muster.collective;
 
 import io.muster.cluster.TaskId;
+import io.muster.internal.Interrupts;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -535,14 +536,7 @@ final class Ring implements AutoCloseable {
   private void passOn(String reason) {
     // A killed task's thread comes here interrupted, and its abort is what ends the others at once
     // (without it they wait out BROKEN_GRACE_NANOS): it goes out within its bound, the interrupt kept.
-    boolean interrupted = Thread.interrupted();
-    try {
-      passOnWithin(reason);
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    Interrupts.setAsideWhile(() -> passOnWithin(reason));
   }
 
   private void passOnWithin(String reason) {

@@ -133,7 +133,7 @@ public final class MusterClient implements AutoCloseable {
     job.placement().lifetime().ifPresent(lifetime ->
         context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
     String command = ApplicationMaster.javaCommand(ExecutorArchive.MASTER_JVM_FLAGS,
-        executorArchive.map(java.nio.file.Path::toString), job, ApplicationMaster.class, "");
+        executorArchive.map(Object::toString), job, ApplicationMaster.class, "");
     Map<String, String> environment = new HashMap<>(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
         SiteConfiguration.ENV, site));
     executorArchive.ifPresent(archive -> environment.put(ExecutorArchive.ENV, archive.toString()));

@@ -14,6 +14,7 @@ import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.internal.Durations;
+import io.muster.internal.Interrupts;
 import io.muster.proto.coordination.*;
 import io.muster.rpc.DeadlineExceededException;
 import io.muster.rpc.PeerUnavailableException;
@@ -397,17 +398,14 @@ public final class CoordinationAgent implements KeyValues, AutoCloseable {
   public void reportError(Status.Code code, String message) {
     Duration wait = REPORT_TIMEOUT.compareTo(options.heartbeatTimeout()) < 0 ? REPORT_TIMEOUT
         : options.heartbeatTimeout();
-    boolean interrupted = Thread.interrupted(); // gRPC's blocking call would give up at once on it
-    try {
-      call(System.nanoTime() + wait.toNanos(), wait).reportErrorToService(ReportErrorToServiceRequest.newBuilder()
-          .setErrorCode(code.value()).setErrorMessage(message).setErrorOrigin(Errors.toProto(task)).build());
-    } catch (StatusRuntimeException e) {
-      throw Errors.toException(task + " could not report its error to the coordination service", e);
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
+    Interrupts.setAsideWhile(() -> { // gRPC's blocking call would give up at once on it
+      try {
+        call(System.nanoTime() + wait.toNanos(), wait).reportErrorToService(ReportErrorToServiceRequest.newBuilder()
+            .setErrorCode(code.value()).setErrorMessage(message).setErrorOrigin(Errors.toProto(task)).build());
+      } catch (StatusRuntimeException e) {
+        throw Errors.toException(task + " could not report its error to the coordination service", e);
       }
-    }
+    });
   }
 
   /** Every coordinated task's state at the service, jobs by name and tasks by index. */
