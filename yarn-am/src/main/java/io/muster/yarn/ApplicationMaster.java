@@ -100,6 +100,11 @@ public final class ApplicationMaster {
 
   private static final Logger log = LoggerFactory.getLogger(ApplicationMaster.class);
   private static final Duration POLL = Duration.ofMillis(200);
+  /**
+   * While containers are asked for and not all given: the gang's start waits on each allocation the
+   * master has not yet picked up, and an allocate call costs a millisecond or two on either side.
+   */
+  private static final Duration ALLOCATION_POLL = Duration.ofMillis(50);
   /** How long finished or aborted containers get to end on their own before they are stopped. */
   private static final Duration END_GRACE = Duration.ofSeconds(15);
   private static final Duration NODE_PROBE = Duration.ofSeconds(2);
@@ -545,7 +550,8 @@ public final class ApplicationMaster {
           releaseContainers(attempt);
         }
       }
-      Thread.sleep(POLL.toMillis());
+      boolean allocating = outstanding.values().stream().anyMatch(requests -> !requests.isEmpty());
+      Thread.sleep((allocating ? ALLOCATION_POLL : POLL).toMillis());
     }
   }
 
