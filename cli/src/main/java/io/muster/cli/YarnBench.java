@@ -209,8 +209,12 @@ public final class YarnBench {
       throws Exception {
     ApplicationId id = client.submit(job);
     Thread watch = new Thread(() -> {
+      // the master's process is found once and then only its status is read: a scan of every
+      // process every tenth of a second took a few per cent of a core from the start it measures
+      Optional<ProcessHandle> master = Optional.empty();
       while (!Thread.currentThread().isInterrupted()) {
-        masterRssBytes().ifPresent(r -> peakRss.accumulateAndGet(r, Math::max));
+        master = master.filter(ProcessHandle::isAlive).or(YarnBench::findMaster);
+        master.flatMap(YarnBench::rssBytes).ifPresent(r -> peakRss.accumulateAndGet(r, Math::max));
         try {
           Thread.sleep(100);
         } catch (InterruptedException e) {
@@ -227,19 +231,22 @@ public final class YarnBench {
     }
   }
 
-  /** The running ApplicationMaster's resident memory (VmRSS), if there is one. */
-  private static Optional<Long> masterRssBytes() {
+  /** The running ApplicationMaster's process, if there is one. */
+  private static Optional<ProcessHandle> findMaster() {
     return ProcessHandle.allProcesses()
         .filter(p -> p.info().command().map(c -> c.endsWith("/java")).orElse(false) && runsMaster(p.pid()))
-        .findFirst().flatMap(p -> {
-          try {
-            return Files.readAllLines(Path.of("/proc", Long.toString(p.pid()), "status")).stream()
-                .filter(l -> l.startsWith("VmRSS:")).findFirst()
-                .map(l -> Long.parseLong(l.replaceAll("\\D", "")) * 1024);
-          } catch (IOException e) {
-            return Optional.empty();
-          }
-        });
+        .findFirst();
+  }
+
+  /** A process's resident memory (VmRSS), unless it is gone. */
+  private static Optional<Long> rssBytes(ProcessHandle process) {
+    try {
+      return Files.readAllLines(Path.of("/proc", Long.toString(process.pid()), "status")).stream()
+          .filter(l -> l.startsWith("VmRSS:")).findFirst()
+          .map(l -> Long.parseLong(l.replaceAll("\\D", "")) * 1024);
+    } catch (IOException e) {
+      return Optional.empty();
+    }
   }
 
   /**
