@@ -279,8 +279,11 @@ class SparkDemoTest {
   /** Runs the demo with {@code args} in a JVM of its own and SIGKILLs it once its 4th checkpoint is there. */
   private static void killAtTheFourthCheckpoint(Path tmp, String... args) throws Exception {
     Path out = Path.of(args[List.of(args).indexOf("--out") + 1]);
+    // its temporary files in the test's directory: a killed JVM runs no shutdown hook, and what
+    // Spark would have deleted (spark-*, blockmgr-*, artifacts-*, lz4's library) would stay in /tmp
+    Path sparkTmp = Files.createDirectories(tmp.resolve("spark-tmp"));
     List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xmx1g"));
+        "-Xmx1g", "-Djava.io.tmpdir=" + sparkTmp));
     ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
         .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.") || a.startsWith("-Dio.netty"))
         .forEach(command::add);
