@@ -676,8 +676,10 @@ public final class ApplicationMaster {
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
     String command = javaCommand(ExecutorArchive.JVM_FLAGS, executorArchive, job, TaskExecutor.class,
         address + " " + task.job() + " " + task.index() + " " + attempt.number);
-    ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job),
-        Map.of(Handoff.JOB_ENV, job.toEnvironmentValue()), List.of(command), null, containerTokens.duplicate(), null);
+    Map<String, String> environment = new HashMap<>(ContainerLogging.levels(System.getenv()));
+    environment.put(Handoff.JOB_ENV, job.toEnvironmentValue());
+    ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job), environment,
+        List.of(command), null, containerTokens.duplicate(), null);
     log.info("attempt {}: {} runs in container {} on {}", attempt.number + 1, task, container.getId(),
         container.getNodeId().getHost());
     // Off the allocation loop: a node that does not answer holds the call for minutes (its retries).

@@ -1,8 +1,10 @@
 package io.muster.yarn;
 
 import java.net.URI;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.core.Appender;
@@ -30,8 +32,27 @@ public final class ContainerLogging extends ConfigurationFactory {
   static final List<String> JVM_FLAGS = List.of("-Dlog4j2.configurationFactory=" + ContainerLogging.class.getName(),
       "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
       "-Dlog4j2.disableJmx=true");
+  /**
+   * The environment variables that set the containers' levels. The client passes those of its
+   * environment to the master, the master its own to the executors: a NodeManager's environment is
+   * the cluster's, so {@code MUSTER_LOG_LEVEL=debug muster submit ...} is how a job's containers
+   * log at debug.
+   */
+  static final List<String> LEVELS = List.of("MUSTER_LOG_LEVEL", "MUSTER_HADOOP_LOG_LEVEL");
   private static final String PATTERN = "%d{HH:mm:ss.SSS} %-5level %msg%n";
   private static final Set<String> VERBOSE = Set.of("debug", "trace");
+
+  /** Of {@code environment}, the variables that set the containers' levels ({@link #LEVELS}). */
+  static Map<String, String> levels(Map<String, String> environment) {
+    Map<String, String> levels = new HashMap<>();
+    for (String name : LEVELS) {
+      String level = environment.get(name);
+      if (level != null && !level.isBlank()) {
+        levels.put(name, level);
+      }
+    }
+    return levels;
+  }
 
   @Override
   protected String[] getSupportedTypes() {

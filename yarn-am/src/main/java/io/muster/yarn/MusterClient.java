@@ -85,6 +85,8 @@ public final class MusterClient implements AutoCloseable {
   /** The ResourceManager's principal, which renews the job's delegation tokens; null without Kerberos. */
   private final String renewer;
   private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+  /** The log levels this client's environment sets, which its jobs' containers take ({@link ContainerLogging#LEVELS}). */
+  private final Map<String, String> logLevels;
 
   /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */
   public MusterClient(Configuration conf) throws IOException {
@@ -96,7 +98,13 @@ public final class MusterClient implements AutoCloseable {
    * @throws IOException when the cluster uses Kerberos and this user has neither a ticket nor tokens
    */
   public MusterClient(Configuration conf, boolean stageRuntime) throws IOException {
+    this(conf, stageRuntime, System.getenv());
+  }
+
+  /** A client whose jobs' containers log at the levels {@code environment} sets, as if it were this process's. */
+  MusterClient(Configuration conf, boolean stageRuntime, Map<String, String> environment) throws IOException {
     this.conf = conf;
+    logLevels = ContainerLogging.levels(environment);
     renewer = kerberosRenewer(conf);
     this.stageRuntime = stageRuntime;
     site = SiteConfiguration.encode(conf);
@@ -134,8 +142,8 @@ public final class MusterClient implements AutoCloseable {
         context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
     String command = ApplicationMaster.javaCommand(ExecutorArchive.MASTER_JVM_FLAGS,
         executorArchive.map(Object::toString), job, ApplicationMaster.class, "");
-    Map<String, String> environment = new HashMap<>(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(),
-        SiteConfiguration.ENV, site));
+    Map<String, String> environment = new HashMap<>(logLevels);
+    environment.putAll(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(), SiteConfiguration.ENV, site));
     executorArchive.ifPresent(archive -> environment.put(ExecutorArchive.ENV, archive.toString()));
     context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
         environment, List.of(command), null, credentials(job, JobToken.random().value()), null));

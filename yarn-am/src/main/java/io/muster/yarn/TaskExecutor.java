@@ -239,6 +239,7 @@ public final class TaskExecutor {
       return new Ended(1, e.getStatus().getCode() == Status.Code.ABORTED);
     } // the port is free again: the command binds it next
     Gang gang = job.gang().formed(addresses);
+    log.debug("{}: the gang's addresses: {}", task, addresses);
     Path containerDir = Path.of("").toAbsolutePath(); // where YARN put the shipped files
     Path workDir = Files.createTempDirectory(containerDir, "muster-work-");
     Map<String, String> env = new LinkedHashMap<>();

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.muster.checkpoint.CheckpointManager;
 import io.muster.internal.Json;
@@ -16,6 +17,7 @@ import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import io.muster.testing.PythonTensorFlow;
 import io.muster.yarn.local.LocalYarn;
+import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -28,6 +30,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -286,6 +289,48 @@ class YarnJobsTest {
         "the task wrote as the submitting user, though its process is the NodeManager's user's");
     assertFalse(superuser.exists(new org.apache.hadoop.fs.Path("/user/carol/.muster/" + report.getApplicationId())),
         "the master deleted carol's staged files");
+  }
+
+  /**
+   * {@code MUSTER_LOG_LEVEL=debug muster submit ...}: the master and the executors log at debug, as
+   * the client does, though the NodeManagers' environment names no level; without it, at info.
+   */
+  @Test
+  void theClientsLogLevelIsTheContainersLevel() throws Exception {
+    assumeTrue(System.getenv("MUSTER_LOG_LEVEL") == null,
+        "this JVM's environment, which the local NodeManagers pass on, sets MUSTER_LOG_LEVEL itself");
+    YarnJob job = job(GangSpec.workers(1), "true", 128, 1, Duration.ofMinutes(2));
+    Map<String, List<String>> atDebug;
+    try (MusterClient debugging = new MusterClient(local.configuration(), false, Map.of("MUSTER_LOG_LEVEL", "debug"))) {
+      ApplicationId id = debugging.submit(job);
+      assertEquals(FinalApplicationStatus.SUCCEEDED, debugging.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
+      atDebug = stderrByContainer(id);
+    }
+    ApplicationId quiet = client.submit(job);
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(quiet, LIMIT, line -> { }).getFinalApplicationStatus());
+    Map<String, List<String>> atInfo = stderrByContainer(quiet);
+
+    assertEquals(2, atDebug.size(), "the master's and the executor's logs: " + atDebug.keySet());
+    assertTrue(atDebug.get("master").stream().anyMatch(l -> l.matches("\\S+ DEBUG the warm-up call was answered: .*")),
+        String.join("\n", atDebug.get("master")));
+    assertTrue(atDebug.get("executor").stream().anyMatch(l -> l.matches("\\S+ DEBUG worker 0: the gang's addresses: .*")),
+        String.join("\n", atDebug.get("executor")));
+    assertTrue(atInfo.get("executor").stream().anyMatch(l -> l.contains(" INFO  worker 0: the command exited with code 0")),
+        String.join("\n", atInfo.get("executor")));
+    assertTrue(atInfo.values().stream().flatMap(List::stream).noneMatch(l -> l.contains(" DEBUG ")),
+        atInfo.toString());
+  }
+
+  /** The stderr lines of the application's master ({@code _000001}) and executor containers. */
+  private static Map<String, List<String>> stderrByContainer(ApplicationId id) throws IOException {
+    Map<String, List<String>> lines = new HashMap<>();
+    for (Path log : local.containerLogs(id.toString())) {
+      if (log.getFileName().toString().equals("stderr")) {
+        lines.computeIfAbsent(log.getParent().getFileName().toString().endsWith("_000001") ? "master" : "executor",
+            k -> new ArrayList<>()).addAll(Files.readAllLines(log));
+      }
+    }
+    return lines;
   }
 
   /**
