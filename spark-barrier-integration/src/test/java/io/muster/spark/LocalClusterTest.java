@@ -54,7 +54,10 @@ class LocalClusterTest {
     spark = new JavaSparkContext(new SparkConf().setMaster("local-cluster[2,2,1024]").setAppName("muster-local-cluster")
         .set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
         .set("spark.driver.bindAddress", "127.0.0.1")
-        .set("spark.executor.extraJavaOptions", System.getProperty("muster.spark.jvm.flags", ""))
+        // the executors' temporary files with this JVM's (the build's): one killed by a test leaves
+        // lz4's native library behind, which would otherwise stay in /tmp
+        .set("spark.executor.extraJavaOptions", System.getProperty("muster.spark.jvm.flags", "")
+            + " -Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"))
         .set("spark.worker.resource.gpu.amount", "2")
         .set("spark.worker.resource.gpu.discoveryScript", discovery.toString())
         .set("spark.executor.resource.gpu.amount", "2")
