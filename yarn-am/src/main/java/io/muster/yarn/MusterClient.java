@@ -85,7 +85,10 @@ public final class MusterClient implements AutoCloseable {
   /** The ResourceManager's principal, which renews the job's delegation tokens; null without Kerberos. */
   private final String renewer;
   private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-  /** The log levels this client's environment sets, which its jobs' containers take ({@link ContainerLogging#LEVELS}). */
+  /**
+   * The log levels this client's environment sets, which its jobs' containers take
+   * ({@link ContainerLogging#LEVELS}).
+   */
   private final Map<String, String> logLevels;
 
   /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */

@@ -301,21 +301,27 @@ class YarnJobsTest {
         "this JVM's environment, which the local NodeManagers pass on, sets MUSTER_LOG_LEVEL itself");
     YarnJob job = job(GangSpec.workers(1), "true", 128, 1, Duration.ofMinutes(2));
     Map<String, List<String>> atDebug;
-    try (MusterClient debugging = new MusterClient(local.configuration(), false, Map.of("MUSTER_LOG_LEVEL", "debug"))) {
+    try (MusterClient debugging = new MusterClient(local.configuration(), false,
+        Map.of("MUSTER_LOG_LEVEL", "debug"))) {
       ApplicationId id = debugging.submit(job);
-      assertEquals(FinalApplicationStatus.SUCCEEDED, debugging.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
+      assertEquals(FinalApplicationStatus.SUCCEEDED,
+          debugging.follow(id, LIMIT, line -> { }).getFinalApplicationStatus());
       atDebug = stderrByContainer(id);
     }
     ApplicationId quiet = client.submit(job);
-    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(quiet, LIMIT, line -> { }).getFinalApplicationStatus());
+    assertEquals(FinalApplicationStatus.SUCCEEDED,
+        client.follow(quiet, LIMIT, line -> { }).getFinalApplicationStatus());
     Map<String, List<String>> atInfo = stderrByContainer(quiet);
 
     assertEquals(2, atDebug.size(), "the master's and the executor's logs: " + atDebug.keySet());
-    assertTrue(atDebug.get("master").stream().anyMatch(l -> l.matches("\\S+ DEBUG the warm-up call was answered: .*")),
+    assertTrue(atDebug.get("master").stream()
+            .anyMatch(l -> l.matches("\\S+ DEBUG the warm-up call was answered: .*")),
         String.join("\n", atDebug.get("master")));
-    assertTrue(atDebug.get("executor").stream().anyMatch(l -> l.matches("\\S+ DEBUG worker 0: the gang's addresses: .*")),
+    assertTrue(atDebug.get("executor").stream()
+            .anyMatch(l -> l.matches("\\S+ DEBUG worker 0: the gang's addresses: .*")),
         String.join("\n", atDebug.get("executor")));
-    assertTrue(atInfo.get("executor").stream().anyMatch(l -> l.contains(" INFO  worker 0: the command exited with code 0")),
+    assertTrue(atInfo.get("executor").stream()
+            .anyMatch(l -> l.contains(" INFO  worker 0: the command exited with code 0")),
         String.join("\n", atInfo.get("executor")));
     assertTrue(atInfo.values().stream().flatMap(List::stream).noneMatch(l -> l.contains(" DEBUG ")),
         atInfo.toString());
