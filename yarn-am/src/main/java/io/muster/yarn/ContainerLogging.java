@@ -34,9 +34,9 @@ public final class ContainerLogging extends ConfigurationFactory {
       "-Dlog4j2.disableJmx=true");
   /**
    * The environment variables that set the containers' levels. The client passes those of its
-   * environment to the master, the master its own to the executors: a NodeManager's environment is
-   * the cluster's, so {@code MUSTER_LOG_LEVEL=debug muster submit ...} is how a job's containers
-   * log at debug.
+   * environment to the master, the master its own to the executors: a container gets only the
+   * environment its launch context names (and YARN's few), not its NodeManager's, so this is how
+   * {@code MUSTER_LOG_LEVEL=debug muster submit ...} puts a job's containers at debug.
    */
   static final List<String> LEVELS = List.of("MUSTER_LOG_LEVEL", "MUSTER_HADOOP_LOG_LEVEL");
   private static final String PATTERN = "%d{HH:mm:ss.SSS} %-5level %msg%n";
