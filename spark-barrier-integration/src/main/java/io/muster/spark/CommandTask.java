@@ -123,6 +123,12 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       }
       env.putAll(TaskEnvironment.of(gang.formed(addresses), member, attempt, gpus, workDir,
           Optional.ofNullable(command.outputDir()), JobToken.of(token)));
+      try {
+        TaskEnvironment.putTemporaryDirectory(env, workDir);
+      } catch (IOException e) {
+        throw new UncheckedIOException(task + ": cannot create its temporary directory in " + workDir + ": "
+            + e.getMessage(), e);
+      }
       Optional<byte[]> result = runCommand(ctx, task, env, driver, notices, workDir);
       return CollectionConverters.asScala(result.stream().iterator());
     } finally {

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
@@ -131,6 +132,26 @@ class ExternalCommandTest {
       assertEquals(List.of(), left.filter(p -> p.getFileName().toString().startsWith("muster-worker-")).toList(),
           "the tasks' work directories are deleted");
     }
+  }
+
+  /** TMPDIR is tmp in the task's private directory, deleted with it, unless the job names one. */
+  @Test
+  void aCommandsTemporaryFilesGoWithItsTask(@TempDir Path own) {
+    assumeTrue(System.getenv("TMPDIR") == null, "this JVM's environment names a TMPDIR, which the commands keep");
+    String mktemp = "f=$(mktemp) && echo \"tmp $f $MUSTER_WORK_DIR\"";
+    trainer(2, 1).run(spark, ExternalCommand.of("/bin/sh", "-c", mktemp));
+    List<String> made = texts("tmp ");
+    assertEquals(2, made.size(), lines.toString());
+    for (String line : made) {
+      String[] file = line.split(" ");
+      assertTrue(file[0].startsWith(file[1] + "/tmp/tmp."), line);
+      assertFalse(Files.exists(Path.of(file[0])), "deleted with the task's directory: " + line);
+    }
+
+    lines.clear();
+    trainer(1, 1).run(spark, ExternalCommand.of("/bin/sh", "-c", mktemp).withEnvironment(Map.of("TMPDIR",
+        own.toString())));
+    assertTrue(texts("tmp ").get(0).startsWith(own + "/tmp."), lines.toString());
   }
 
   @Test

@@ -3,8 +3,10 @@ package io.muster.launch;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.rpc.JobToken;
+import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -23,6 +25,9 @@ import java.util.Optional;
  *       {@code is_chief} ({@code true}/{@code false}); {@code MUSTER_ATTEMPT} (0, 1, … as the gang is re-run);
  *   <li>{@code MUSTER_WORK_DIR}, a private directory deleted when the task ends, and
  *       {@code MUSTER_RESULT_FILE} in it, where the chief may leave its result;
+ *   <li>{@code TMPDIR}, {@code tmp} in that directory, unless the command's environment names one
+ *       ({@link #putTemporaryDirectory}): a command's temporary files (Python's {@code tempfile},
+ *       TensorFlow's AutoGraph modules, {@code mktemp}) go with its task;
  *   <li>{@code MUSTER_OUTPUT_DIR}, when the job has one: a directory of the local file system as a
  *       plain path ({@code file:///tmp/x} becomes {@code /tmp/x}, which a shell or Python's
  *       {@code open} can use), any other as the URI given ({@code hdfs://nn:8020/jobs/x});
@@ -32,6 +37,7 @@ import java.util.Optional;
 public final class TaskEnvironment {
 
   public static final String RESULT_FILE = "result";
+  private static final String TMPDIR = "TMPDIR";
 
   private TaskEnvironment() {}
 
@@ -72,6 +78,18 @@ public final class TaskEnvironment {
     }
     String rest = dir.substring("file:".length());
     return rest.startsWith("///") ? rest.substring(2) : rest;
+  }
+
+  /**
+   * Points {@code TMPDIR} at {@code tmp} in the task's private directory, which it creates, unless
+   * {@code env} (what the command is given) or this process's environment (what it inherits) names
+   * one already: a killed or finished command's temporary files are deleted with that directory
+   * instead of staying in the machine's {@code /tmp}.
+   */
+  public static void putTemporaryDirectory(Map<String, String> env, Path workDir) throws IOException {
+    if (!env.containsKey(TMPDIR) && System.getenv(TMPDIR) == null) {
+      env.put(TMPDIR, Files.createDirectories(workDir.resolve("tmp")).toString());
+    }
   }
 
   /** Variables Muster sets for every task, which a user's own environment may not override. */

@@ -251,6 +251,7 @@ public final class TaskExecutor {
     env.putAll(job.environment());
     env.putAll(TaskEnvironment.of(gang, member, attempt, gpus(job.resources().get(type).gpus()), workDir,
         job.outputDir(), token));
+    TaskEnvironment.putTemporaryDirectory(env, workDir);
     PrintStream out = System.out;
     PrintStream err = System.err;
     AtomicReference<HeartbeatResponse.Action> endedBy = new AtomicReference<>();

@@ -325,6 +325,27 @@ class YarnJobsTest {
         atInfo.toString());
   }
 
+  /**
+   * A command's TMPDIR is {@code tmp} in its task's private directory, which goes with the task's
+   * container, unless the job names one.
+   */
+  @Test
+  void aCommandsTemporaryFilesGoWithItsTask() throws Exception {
+    String mktemp = "f=$(mktemp) && echo \"$f $MUSTER_WORK_DIR\" > " + dir + "/tmp-$MUSTER_ATTEMPT-";
+    YarnJob job = job(GangSpec.workers(1), mktemp + "default", 128, 1, Duration.ofMinutes(2));
+    assertEquals(FinalApplicationStatus.SUCCEEDED, runToEnd(job).getFinalApplicationStatus());
+    String[] made = Files.readString(dir.resolve("tmp-0-default")).trim().split(" ");
+    assertTrue(made[0].startsWith(made[1] + "/tmp/tmp."), String.join(" ", made));
+
+    Path own = Files.createDirectories(dir.resolve("own"));
+    YarnJob named = job(GangSpec.workers(1), mktemp + "named", 128, 1, Duration.ofMinutes(2));
+    assertEquals(FinalApplicationStatus.SUCCEEDED, runToEnd(new YarnJob(named.name(), named.queue(), named.gang(),
+        named.resources(), named.commands(), Map.of("TMPDIR", own.toString()), named.maxAttempts(), named.rerun(),
+        named.gangTimeout(), named.outputDir(), named.classpath(), named.shipped(), named.placement()))
+        .getFinalApplicationStatus());
+    assertTrue(Files.readString(dir.resolve("tmp-0-named")).startsWith(own + "/tmp."));
+  }
+
   /** The stderr lines of the application's master ({@code _000001}) and executor containers. */
   private static Map<String, List<String>> stderrByContainer(ApplicationId id) throws IOException {
     Map<String, List<String>> lines = new HashMap<>();
