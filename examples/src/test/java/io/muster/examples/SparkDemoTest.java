@@ -301,7 +301,11 @@ class SparkDemoTest {
         Thread.sleep(20);
       }
     } finally {
+      // its children first: a JVM killed while it starts one (Hadoop's Shell, for a file's
+      // permissions) leaves the JDK's jspawnhelper waiting on a pipe, for ever
+      List<ProcessHandle> children = run.descendants().toList();
       run.destroyForcibly().waitFor();
+      children.forEach(ProcessHandle::destroyForcibly);
     }
   }
 
