@@ -136,6 +136,8 @@ public final class ApplicationMaster {
   /** The executors' class-data archive, where the client made one ({@link ExecutorArchive}). */
   private final Optional<String> executorArchive = Optional.ofNullable(System.getenv(ExecutorArchive.ENV))
       .filter(path -> !path.isBlank());
+  /** The log levels the client passed on, which every executor gets ({@link ContainerLogging#LEVELS}). */
+  private final Map<String, String> logLevels = ContainerLogging.levels(System.getenv());
   private final Map<String, Container> containers = new HashMap<>();
   private final Set<String> stopping = new HashSet<>();
   /** The containers YARN named in a preemption message: never kept for a next attempt. */
@@ -676,7 +678,7 @@ public final class ApplicationMaster {
   private void launch(Container container, TaskId task, Attempt attempt) throws IOException, YarnException {
     String command = javaCommand(ExecutorArchive.JVM_FLAGS, executorArchive, job, TaskExecutor.class,
         address + " " + task.job() + " " + task.index() + " " + attempt.number);
-    Map<String, String> environment = new HashMap<>(ContainerLogging.levels(System.getenv()));
+    Map<String, String> environment = new HashMap<>(logLevels);
     environment.put(Handoff.JOB_ENV, job.toEnvironmentValue());
     ContainerLaunchContext context = ContainerLaunchContext.newInstance(localResources(job), environment,
         List.of(command), null, containerTokens.duplicate(), null);
