@@ -108,6 +108,19 @@ public final class Yarn implements AutoCloseable {
     }
   }
 
+  /** The files a host's NodeManager keeps for the users' jobs ({@code usercache/<user>/filecache}). */
+  public static List<Path> userCacheFiles(Host host) throws IOException {
+    Path users = host.scratch().resolve("tmp/yarn/local/usercache");
+    if (!Files.isDirectory(users)) {
+      return List.of();
+    }
+    try (Stream<Path> files = Files.walk(users)) {
+      // not usercache/<user>/appcache/<application>/filecache: an application's own files, deleted with it
+      return files.filter(p -> Files.isRegularFile(p) && users.relativize(p).getNameCount() > 2
+          && users.relativize(p).getName(1).toString().equals("filecache")).toList();
+    }
+  }
+
   /** {@code host1:8032}: where clients submit. */
   public String resourceManager() {
     return resourceManagerHost.name() + ":8032";

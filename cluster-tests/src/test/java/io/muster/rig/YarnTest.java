@@ -183,6 +183,35 @@ class YarnTest {
   }
 
   /**
+   * Muster's staged runtime is localized into each host's cache of the user's files, once, and every
+   * later job's containers there start from that copy instead of fetching the jars from HDFS again
+   * (a job's own files stay the job's and go with it).
+   */
+  @Test
+  @Order(Integer.MAX_VALUE - 2)
+  void theStagedRuntimeIsLocalizedOncePerHostAndKeptForLaterJobs() throws Exception {
+    for (int job = 1; job <= 2; job++) {
+      try (HostProcess submit = yarn.muster(rig.host(1), "submit-runtime-" + job, List.of("submit",
+          "--worker-instances", "3", "--worker-memory", ONE_PER_HOST, "--command", "true"))) {
+        assertEquals(0, submit.waitFor(JOB), submit.tail());
+      }
+    }
+    // Two jobs of three workers (one per host) on four NodeManagers: at least two hosts ran both.
+    int holding = 0;
+    for (Host host : rig.hosts()) {
+      Map<String, Integer> copies = new TreeMap<>();
+      for (Path jar : Yarn.userCacheFiles(host)) {
+        copies.merge(jar.getFileName().toString(), 1, Integer::sum);
+      }
+      assertTrue(copies.values().stream().allMatch(n -> n == 1), host.name() + " localized a jar twice: " + copies);
+      if (copies.keySet().stream().anyMatch(name -> name.matches("[0-9a-f]{16}-muster-yarn-am-.*\\.jar"))) {
+        holding++;
+      }
+    }
+    assertTrue(holding >= 3, "the runtime in the user cache of " + holding + " hosts; each job ran on three");
+  }
+
+  /**
    * A worker host's link cut while the gang runs: nothing is reset, the NodeManager is silent, and
    * YARN would declare it lost only after 10 minutes. The master times the silent executor out
    * itself, leaves the node out, and runs the gang again on the other hosts without counting the

@@ -695,12 +695,17 @@ public final class ApplicationMaster {
     });
   }
 
-  /** The shipped files, as YARN localizes them into each container's working directory. */
+  /**
+   * The shipped files, as YARN localizes them into each container's working directory: the staged
+   * runtime's jars, which never change under their names, into each node's cache of the user's files,
+   * kept for the user's later jobs; the job's own files for this application.
+   */
   static Map<String, LocalResource> localResources(YarnJob job) {
     Map<String, LocalResource> resources = new HashMap<>();
     for (YarnJob.Shipped file : job.shipped()) {
       resources.put(file.name(), LocalResource.newInstance(URL.fromURI(URI.create(file.uri())),
-          file.archive() ? LocalResourceType.ARCHIVE : LocalResourceType.FILE, LocalResourceVisibility.APPLICATION,
+          file.archive() ? LocalResourceType.ARCHIVE : LocalResourceType.FILE,
+          RuntimeStaging.isStagedRuntime(file) ? LocalResourceVisibility.PRIVATE : LocalResourceVisibility.APPLICATION,
           file.size(), file.modified()));
     }
     return resources;

@@ -14,7 +14,7 @@ import java.util.Set;
  * The class path the master and the executors get: the client's, without the jars only the client's
  * own local cluster needs (Muster's {@code LocalYarn}, Hadoop's mini cluster and the JUnit and
  * Hamcrest that one brings). The containers never load them, and where the runtime is staged they
- * were a third of what every node localized for every job (41 of 129 MB).
+ * were a third of what a node fetched for a job (41 of 129 MB).
  */
 final class ContainerClasspath {
 

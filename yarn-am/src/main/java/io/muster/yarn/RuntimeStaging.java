@@ -25,10 +25,12 @@ import org.apache.hadoop.fs.Path;
  * container, whose class path is then its working directory's jars.
  */
 final class RuntimeStaging {
+  private static final String LIB = ".muster/lib";
+
   private RuntimeStaging() {}
 
   static YarnJob stage(FileSystem fs, YarnJob job) throws IOException {
-    Path lib = new Path(new Path(fs.getHomeDirectory(), ".muster"), "lib");
+    Path lib = new Path(fs.getHomeDirectory(), LIB);
     List<YarnJob.Shipped> shipped = new ArrayList<>(job.shipped());
     for (String entry : job.classpath()) {
       java.nio.file.Path local = java.nio.file.Path.of(entry);
@@ -57,6 +59,12 @@ final class RuntimeStaging {
     return new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
         job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), List.of("*"), shipped, job.placement(),
         job.preemption());
+  }
+
+  /** Whether {@code file} is one of the runtime's jars {@link #stage} copied, which no later job changes. */
+  static boolean isStagedRuntime(YarnJob.Shipped file) {
+    String path = java.net.URI.create(file.uri()).getPath();
+    return path != null && path.contains("/" + LIB + "/");
   }
 
   /** A class directory as a jar, its entries in a fixed order with fixed times, so equal contents hash equally. */
