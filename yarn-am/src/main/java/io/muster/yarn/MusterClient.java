@@ -126,7 +126,6 @@ public final class MusterClient implements AutoCloseable {
     checkFits(job, app.getNewApplicationResponse().getMaximumResourceCapability(),
         yarn.getNodeReports(NodeState.RUNNING));
     ApplicationSubmissionContext context = app.getApplicationSubmissionContext();
-    job = job.withClasspath(ContainerClasspath.of(job.classpath()));
     Optional<java.nio.file.Path> executorArchive = Optional.empty();
     if (!stageRuntime) { // used where it is: the jars keep the times the archive was made against
       ExecutorArchive.Prepared runtime = ExecutorArchive.prepare(conf, job.classpath(), ExecutorArchive.defaultCache());

@@ -11,7 +11,6 @@ import java.util.List;
 import java.util.Set;
 import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
@@ -143,10 +142,10 @@ public final class LocalYarn implements AutoCloseable {
     Path confDir = dir.resolve("conf");
     Files.createDirectories(confDir);
     try (OutputStream out = Files.newOutputStream(confDir.resolve("yarn-site.xml"))) {
-      clientConfiguration(yarn).writeXml(out);
+      yarn.getConfig().writeXml(out);
     }
     try (OutputStream out = Files.newOutputStream(confDir.resolve("core-site.xml"))) {
-      clientConfiguration(yarn).writeXml(out);
+      yarn.getConfig().writeXml(out);
     }
     log.info("local YARN ({} at {}) and HDFS ({}) are up; HADOOP_CONF_DIR={}",
         "2 NodeManagers of " + NODE_MEMORY_MB + " MB", yarn.getConfig().get(YarnConfiguration.RM_ADDRESS),
@@ -168,18 +167,7 @@ public final class LocalYarn implements AutoCloseable {
 
   /** The cluster's configuration: its ResourceManager and {@code fs.defaultFS}. */
   public Configuration configuration() {
-    return clientConfiguration(yarn);
-  }
-
-  /**
-   * The cluster's configuration as its clients, masters and executors use it: without the rack
-   * mapping the mini HDFS names ({@code StaticMapping}), a class only the mini cluster's jar has,
-   * which the containers do not need on their class path.
-   */
-  private static Configuration clientConfiguration(MiniYARNCluster yarn) {
-    YarnConfiguration conf = new YarnConfiguration(yarn.getConfig());
-    conf.unset(CommonConfigurationKeysPublic.NET_TOPOLOGY_NODE_SWITCH_MAPPING_IMPL_KEY);
-    return conf;
+    return new YarnConfiguration(yarn.getConfig());
   }
 
   /** Every log file of the application's containers (their {@code stdout} and {@code stderr}), by path. */
