@@ -15,6 +15,7 @@ import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import io.muster.testing.PythonTensorFlow;
+import io.muster.yarn.local.JavaPermissionsLocalFs;
 import io.muster.yarn.local.LocalYarn;
 import java.io.IOException;
 import java.net.URI;
@@ -36,6 +37,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
@@ -344,6 +346,28 @@ class YarnJobsTest {
         named.gangTimeout(), named.outputDir(), named.classpath(), named.shipped(), named.placement()))
         .getFinalApplicationStatus());
     assertTrue(Files.readString(dir.resolve("tmp-0-named")).startsWith(own + "/tmp."));
+  }
+
+  /**
+   * The NodeManagers set the containers' file permissions in Java (JavaPermissionsLocalFs), as a
+   * node with Hadoop's native library does, not by a chmod process each: the same modes.
+   */
+  @Test
+  void theNodeManagersSetTheContainersFilePermissionsInJava() throws Exception {
+    assertEquals(JavaPermissionsLocalFs.class, FileContext.getLocalFSFileContext().getDefaultFileSystem().getClass());
+    ApplicationId id = client.submit(job(GangSpec.workers(1), "true", 128, 1, Duration.ofMinutes(2)));
+    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> {}).getFinalApplicationStatus());
+    Map<String, Integer> modes = new HashMap<>();
+    try (Stream<Path> files = Files.walk(local.directory())) {
+      for (Path p : files.filter(p -> p.toString().contains("/appcache/" + id + "/container_")).toList()) {
+        modes.put(p.getFileName().toString(), (Integer) Files.getAttribute(p, "unix:mode") & 07777);
+      }
+    }
+    // the executor's container (_000002), as the master's (_000001)
+    assertEquals(0710, modes.get(id.toString().replace("application", "container") + "_01_000002"), modes.toString());
+    assertEquals(0700, modes.get("launch_container.sh"), modes.toString());
+    assertEquals(0700, modes.get("default_container_executor.sh"), modes.toString());
+    assertEquals(0644, modes.get("container_tokens"), modes.toString());
   }
 
   /** The stderr lines of the application's master ({@code _000001}) and executor containers. */

@@ -27,6 +27,8 @@ import org.slf4j.LoggerFactory;
 public final class LocalYarn implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(LocalYarn.class);
+  /** The default resource that names {@link JavaPermissionsLocalFs} as the local FileContext's file system. */
+  private static final String FILE_SYSTEM_RESOURCE = "muster-local-yarn-filesystem.xml";
   /** Each NodeManager's memory; the cluster has two. */
   public static final int NODE_MEMORY_MB = 4096;
 
@@ -90,6 +92,10 @@ public final class LocalYarn implements AutoCloseable {
     Files.createDirectories(dir);
     Process reaper = startReaper(dir.toRealPath(), temporary);
     System.setProperty("test.build.data", dir.resolve("yarn").toAbsolutePath().toString());
+    // The NodeManagers' local FileContexts set permissions in Java, not by a chmod process each
+    // (JavaPermissionsLocalFs): they read only the default resources, so this JVM's every
+    // configuration gets it. 4 containers started 0.3-0.5 s sooner, 8 0.3-0.4 s (bench yarn, A/B).
+    Configuration.addDefaultResource(FILE_SYSTEM_RESOURCE);
     Configuration dfsConf = new Configuration();
     settings.forEach(setting -> dfsConf.set(setting.getKey(), setting.getValue()));
     dfsConf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, dir.resolve("hdfs").toAbsolutePath().toString());
