@@ -25,6 +25,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  */
 public final class JavaPermissionsLocalFs extends ChecksumFs {
 
+  /** What Hadoop calls for {@code fs.AbstractFileSystem.file.impl}; {@code uri} is always {@code file:///}. */
   public JavaPermissionsLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
     super(new Raw(conf));
   }
@@ -58,7 +59,7 @@ public final class JavaPermissionsLocalFs extends ChecksumFs {
   }
 
   /** {@code RawLocalFileSystem} with {@link #setPermission} in Java where Java can say it (no sticky bit). */
-  static final class JavaPermissions extends RawLocalFileSystem {
+  private static final class JavaPermissions extends RawLocalFileSystem {
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
       if (permission.getStickyBit()) {
