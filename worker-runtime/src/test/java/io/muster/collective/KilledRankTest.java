@@ -16,9 +16,7 @@ import io.muster.testing.AllReduceLoop;
 import io.muster.testing.ChildJvm;
 import io.muster.testing.Eventually;
 import io.muster.testing.LocalCluster;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
+import io.muster.testing.Pids;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,7 +27,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.stream.Stream;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -110,9 +107,9 @@ class KilledRankTest {
         child.kill(); // returns once the process is gone
       } else {
         assertEquals(0, new ProcessBuilder("kill", "-STOP", Long.toString(child.process().pid())).start().waitFor());
-        // The stop takes effect once a thread of rank 2 next runs, and its other threads go on until
-        // then: on two busy cores, 20 more all-reduces completed after kill returned.
-        Eventually.within(Duration.ofSeconds(10), "every thread of rank 2 stopped", () -> stopped(child.process().pid()));
+        // on two busy cores, 20 more all-reduces completed after kill returned, before rank 2 stopped
+        Eventually.within(Duration.ofSeconds(10), "every thread of rank 2 stopped",
+            () -> Pids.stopped(child.process().pid()));
       }
       long[] atKill = completed.stream().mapToLong(AtomicLong::get).toArray();
       for (int r = 0; r < loops.size(); r++) {
@@ -138,22 +135,6 @@ class KilledRankTest {
       runtimes.forEach(TaskRuntime::close);
       servers.stream().filter(s -> s != null).forEach(TaskServer::close);
       pool.shutdownNow();
-    }
-  }
-
-  /** Whether every thread of process {@code pid} is stopped ({@code T} in its {@code /proc} status line). */
-  private static boolean stopped(long pid) {
-    try (Stream<Path> threads = Files.list(Path.of("/proc", Long.toString(pid), "task"))) {
-      return threads.allMatch(t -> {
-        try {
-          String stat = Files.readString(t.resolve("stat"));
-          return stat.charAt(stat.lastIndexOf(')') + 2) == 'T';
-        } catch (IOException e) {
-          return true; // a thread that ended meanwhile runs nothing
-        }
-      });
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
     }
   }
 }

@@ -355,8 +355,9 @@ class YarnJobsTest {
   @Test
   void theNodeManagersSetTheContainersFilePermissionsInJava() throws Exception {
     assertEquals(JavaPermissionsLocalFs.class, FileContext.getLocalFSFileContext().getDefaultFileSystem().getClass());
-    ApplicationId id = client.submit(job(GangSpec.workers(1), "true", 128, 1, Duration.ofMinutes(2)));
-    assertEquals(FinalApplicationStatus.SUCCEEDED, client.follow(id, LIMIT, line -> {}).getFinalApplicationStatus());
+    ApplicationReport report = runToEnd(job(GangSpec.workers(1), "true", 128, 1, Duration.ofMinutes(2)));
+    assertEquals(FinalApplicationStatus.SUCCEEDED, report.getFinalApplicationStatus());
+    ApplicationId id = report.getApplicationId();
     Map<String, Integer> modes = new HashMap<>();
     try (Stream<Path> files = Files.walk(local.directory())) {
       for (Path p : files.filter(p -> p.toString().contains("/appcache/" + id + "/container_")).toList()) {
