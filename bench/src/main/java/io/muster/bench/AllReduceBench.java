@@ -22,7 +22,8 @@ import java.util.concurrent.TimeUnit;
  * {@code --tls}, the ranks run with TLS configured (a throwaway self-signed certificate), so the
  * ring's streams are TLS; the JSON lines say {@code "tls": true}. With {@code --first-steps}, each
  * SIZE on a fresh gang: its first 100 all-reduces, as a job's first steps meet them, against 100
- * once the JIT has settled.
+ * once the JIT has settled; {@code --warm-up} runs each size once per warm-up it lists, one after
+ * another ({@code none}, or a {@link LoopbackWarmUp} while the gang forms).
  */
 final class AllReduceBench {
   private AllReduceBench() {}
@@ -33,19 +34,35 @@ final class AllReduceBench {
     boolean tls = args.contains("--tls");
     boolean firstSteps = args.contains(AllReduceRank.FIRST_STEPS);
     List<String> rest = new ArrayList<>(args);
+    List<String> warmUps = List.of("none");
+    int warmUpAt = rest.indexOf("--warm-up");
+    if (warmUpAt >= 0) {
+      String value = warmUpAt + 1 < rest.size() ? rest.remove(warmUpAt + 1) : "";
+      rest.remove(warmUpAt);
+      warmUps = value.equals("both") ? List.of("none", "loopback") : List.of(value.split(","));
+      if (!warmUps.stream().allMatch(w -> w.matches("none|loopback(:[0-9]+)?"))) {
+        throw new IllegalArgumentException("--warm-up takes a comma list of none, loopback and loopback:OPS, or both "
+            + "(none,loopback); was '" + value + "'");
+      }
+      if (!firstSteps) {
+        throw new IllegalArgumentException(
+            "--warm-up goes with --first-steps: it is about a fresh gang's first all-reduces");
+      }
+    }
     rest.remove("--table");
     rest.remove("--tls");
     rest.remove(AllReduceRank.FIRST_STEPS);
     rest.stream().filter(a -> a.startsWith("--")).findFirst().ifPresent(a -> {
-      throw new IllegalArgumentException("unknown argument '" + a + "'; options: --table, --tls, --first-steps");
+      throw new IllegalArgumentException("unknown argument '" + a + "'; options: --table, --tls, --first-steps, "
+          + "--warm-up");
     });
     if (firstSteps && (table || tls)) {
-      throw new IllegalArgumentException("--first-steps goes alone: it measures a fresh gang's first all-reduces, "
-          + "without the table's baseline or TLS");
+      throw new IllegalArgumentException("--first-steps goes without --table and --tls: it measures a fresh gang's "
+          + "first all-reduces, without the table's baseline or TLS");
     }
     if (rest.size() < 2) {
       throw new IllegalArgumentException("needs N (ranks) and at least one SIZE: muster bench allreduce [--table] "
-          + "[--tls] [--first-steps] N SIZE...");
+          + "[--tls] [--first-steps [--warm-up LIST]] N SIZE...");
     }
     int n = BenchArgs.positive("N", rest.get(0), "N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
     if (n > 64) {
@@ -66,9 +83,12 @@ final class AllReduceBench {
       sizes.add(String.valueOf(bytes));
     }
     if (firstSteps) {
+      List<String> chosenWarmUps = warmUps;
       return () -> {
         for (String size : sizes) { // a fresh gang per size: each size's first steps are the JIT's first sight of it
-          allReduce(n, List.of(AllReduceRank.FIRST_STEPS, size), Map.of());
+          for (String warmUp : chosenWarmUps) {
+            allReduce(n, List.of(AllReduceRank.FIRST_STEPS, size), Map.of(AllReduceRank.WARM_UP_ENV, warmUp));
+          }
         }
       };
     }
@@ -110,12 +130,14 @@ final class AllReduceBench {
       throws Exception {
     ClusterSpec cluster = Children.localWorkers(n);
     List<Process> ranks = new ArrayList<>();
+    String launched = String.valueOf(System.currentTimeMillis());
     List<Map<String, Object>> lines = new ArrayList<>();
     try {
       for (int i = 0; i < n; i++) {
         Map<String, String> env = new HashMap<>(tlsEnvironment);
         env.put("TF_CONFIG", TfConfig.of(cluster, new TaskId("worker", i)).toJson());
         env.put(JobToken.ENV, "bench-token");
+        env.put(AllReduceRank.LAUNCHED_ENV, launched);
         ranks.add(Children.start(AllReduceRank.class, sizes, env));
       }
       BufferedReader out = new BufferedReader(new InputStreamReader(ranks.get(0).getInputStream(), StandardCharsets.UTF_8));

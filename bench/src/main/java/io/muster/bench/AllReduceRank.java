@@ -34,12 +34,21 @@ public final class AllReduceRank {
   static final String FIRST_STEPS = "--first-steps";
   /** How many all-reduces make a training job's first steps, as issue 27 counts them. */
   private static final int STEPS = 100;
+  /** With {@link #FIRST_STEPS}: {@code none}, or a {@link LoopbackWarmUp} while the gang forms. */
+  static final String WARM_UP_ENV = "MUSTER_BENCH_WARM_UP";
+  /** When the bench started the gang's JVMs, in milliseconds since the epoch. */
+  static final String LAUNCHED_ENV = "MUSTER_BENCH_LAUNCHED_MS";
 
   private AllReduceRank() {}
 
-  public static void main(String[] args) {
+  public static void main(String[] args) throws InterruptedException {
     TfConfig config = TfConfig.fromEnvironment(System.getenv());
     Security security = Security.fromEnvironment(System.getenv());
+    String warmUpSpec = System.getenv().getOrDefault(WARM_UP_ENV, "none");
+    LoopbackWarmUp warmUp = args[0].equals(FIRST_STEPS) && !warmUpSpec.equals("none")
+        ? LoopbackWarmUp.start(warmUpSpec, CollectiveGroup.of(config.cluster(), config.requireTask()).size(),
+            Integer.parseInt(args[1]))
+        : null;
     try (TaskRuntime runtime = TaskRuntime.builder(config, security)
         .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofMinutes(2))
             .withShutdownBarrierTimeout(Duration.ofMinutes(2))).start()) {
@@ -50,7 +59,11 @@ public final class AllReduceRank {
           host, runtime.agent(), security, CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
         if (args[0].equals(FIRST_STEPS)) {
-          firstSteps(c, Integer.parseInt(args[1]));
+          long formed = System.currentTimeMillis();
+          if (warmUp != null) {
+            warmUp.close();
+          }
+          firstSteps(c, Integer.parseInt(args[1]), formed, warmUp == null ? 0 : warmUp.ops());
         } else {
           warmUp(c);
           for (String size : args) {
@@ -103,10 +116,13 @@ public final class AllReduceRank {
    * A fresh gang's first {@link #STEPS} all-reduces of {@code bytes}, as a data-parallel job's
    * first steps run them (nothing warmed: the JIT starts on them), against as many once the JIT has
    * settled. Rank 0 prints one JSON line; every rank runs in lockstep, so its loop time is the gang's.
+   * The line also says how long from the bench's launch of the gang's JVMs to the gang formed
+   * ({@code formed}) and to the last of the first steps, which is what a warm-up must shorten.
    */
-  private static void firstSteps(Collectives c, int bytes) {
+  private static void firstSteps(Collectives c, int bytes, long formed, long warmUpOps) {
     ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
     double first = timeOps(c, data, STEPS);
+    long stepped = System.currentTimeMillis();
     long settling = System.nanoTime();
     untilCompiled(c, data);
     double settled = (System.nanoTime() - settling) / 1e9;
@@ -122,6 +138,11 @@ public final class AllReduceRank {
       line.put("steady_s", steady);
       line.put("extra_s", first - steady);
       line.put("settling_s", settled);
+      line.put("warm_up", System.getenv().getOrDefault(WARM_UP_ENV, "none"));
+      line.put("warm_up_ops", warmUpOps);
+      long launched = Long.parseLong(System.getenv(LAUNCHED_ENV));
+      line.put("launch_to_gang_s", (formed - launched) / 1e3);
+      line.put("launch_to_step_100_s", (stepped - launched) / 1e3);
       System.out.println(Json.write(line));
       System.out.flush();
     }

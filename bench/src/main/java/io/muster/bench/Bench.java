@@ -20,8 +20,8 @@ public final class Bench {
       "usage: muster bench coordination [--processes 2,4,8] [--threads 2,4,8,16,64] [--seconds 1]",
       "       muster bench coordinator W [ROUNDS]             (ClusterCoordinator: W workers + 1 ps, closures/s; ROUNDS default 5, the first warm up)",
       "       muster bench allreduce [--table] [--tls] N SIZE...   (SIZE in bytes, or 4K, 1M, 64M)",
-      "       muster bench allreduce --first-steps N SIZE...   (a fresh gang per SIZE: its first 100 all-reduces "
-          + "against 100 once the JIT has settled)",
+      "       muster bench allreduce --first-steps [--warm-up none,loopback[:OPS] | both] N SIZE...   (a fresh gang "
+          + "per SIZE and warm-up: its first 100 all-reduces against 100 once the JIT has settled)",
       "       muster bench checkpoint [MiB...]              (default: 64 512)",
       "       muster bench spark [--workers 4] [--runs 5] [--rendezvous both]   (Spark local[N]: gang start, kill and "
           + "restart; the tasks meeting through the driver, Spark's allGather, or both in turn)",

@@ -56,6 +56,26 @@ class AllReduceBenchTest {
     assertTrue(((Number) line.get("settling_s")).doubleValue() > 0, line.toString());
   }
 
+  @Test
+  void eachWarmUpIsAFreshGangThatSaysWhatItRanAndWhenItsStepsEnded() throws Exception {
+    ByteArrayOutputStream captured = new ByteArrayOutputStream();
+    List<Map<?, ?>> lines = run(List.of("--first-steps", "--warm-up", "none,loopback:40", "2", "4K"), captured);
+    assertEquals(2, lines.size(), captured.toString(StandardCharsets.UTF_8));
+    assertEquals("none", lines.get(0).get("warm_up"));
+    assertEquals(0L, ((Number) lines.get(0).get("warm_up_ops")).longValue());
+    assertEquals("loopback:40", lines.get(1).get("warm_up"));
+    // the warm-up stops at its count or when the gang forms, whichever comes first, after whole rounds
+    long warmUpOps = ((Number) lines.get(1).get("warm_up_ops")).longValue();
+    assertTrue(warmUpOps <= 40 && warmUpOps % LoopbackWarmUp.ROUND == 0, lines.get(1).toString());
+    for (Map<?, ?> line : lines) {
+      double gang = ((Number) line.get("launch_to_gang_s")).doubleValue();
+      double lastStep = ((Number) line.get("launch_to_step_100_s")).doubleValue();
+      double first = ((Number) line.get("first_s")).doubleValue();
+      assertTrue(gang > 0 && gang < 60, line.toString());
+      assertTrue(lastStep - gang >= first - 0.01, "the first steps end after the gang forms and they ran: " + line);
+    }
+  }
+
   /** The benchmark's JSON lines on stdout, parsed; {@code captured} keeps the raw output for messages. */
   private static List<Map<?, ?>> run(List<String> args, ByteArrayOutputStream captured) throws Exception {
     PrintStream original = System.out;

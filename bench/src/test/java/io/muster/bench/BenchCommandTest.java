@@ -46,7 +46,7 @@ class BenchCommandTest {
             "muster bench coordination: --seconds must be a positive integer, was '0'"),
         Arguments.of(new String[] {"coordination", "--threads"}, "muster bench coordination: --threads needs a value"),
         Arguments.of(new String[] {"allreduce", "2"}, "muster bench allreduce: needs N (ranks) and at least one SIZE: "
-            + "muster bench allreduce [--table] [--tls] [--first-steps] N SIZE..."),
+            + "muster bench allreduce [--table] [--tls] [--first-steps [--warm-up LIST]] N SIZE..."),
         Arguments.of(new String[] {"allreduce", "two", "4K"},
             "muster bench allreduce: N (ranks) must be an integer in 1..64, was 'two'"),
         Arguments.of(new String[] {"allreduce", "65", "4K"},
@@ -56,10 +56,15 @@ class BenchCommandTest {
         Arguments.of(new String[] {"allreduce", "2", "6"}, "muster bench allreduce: SIZE must be a positive multiple "
             + "of 4 bytes up to 1G (such as 4096, 4K, 64M), was '6'"),
         Arguments.of(new String[] {"allreduce", "--gpu", "2", "4K"},
-            "muster bench allreduce: unknown argument '--gpu'; options: --table, --tls, --first-steps"),
+            "muster bench allreduce: unknown argument '--gpu'; options: --table, --tls, --first-steps, --warm-up"),
         Arguments.of(new String[] {"allreduce", "--first-steps", "--table", "2", "4K"},
-            "muster bench allreduce: --first-steps goes alone: it measures a fresh gang's first all-reduces, without "
-                + "the table's baseline or TLS"),
+            "muster bench allreduce: --first-steps goes without --table and --tls: it measures a fresh gang's first "
+                + "all-reduces, without the table's baseline or TLS"),
+        Arguments.of(new String[] {"allreduce", "--warm-up", "loopback", "2", "4K"},
+            "muster bench allreduce: --warm-up goes with --first-steps: it is about a fresh gang's first all-reduces"),
+        Arguments.of(new String[] {"allreduce", "--first-steps", "--warm-up", "loopback:many", "2", "4K"},
+            "muster bench allreduce: --warm-up takes a comma list of none, loopback and loopback:OPS, or both "
+                + "(none,loopback); was 'loopback:many'"),
         Arguments.of(new String[] {"checkpoint", "big"},
             "muster bench checkpoint: the checkpoint sizes must be positive integers (MiB), was 'big'"),
         Arguments.of(new String[] {"checkpoint", "--size", "64"}, "muster bench checkpoint: unknown argument '--size'; "
