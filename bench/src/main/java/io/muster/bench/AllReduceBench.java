@@ -34,21 +34,7 @@ final class AllReduceBench {
     boolean tls = args.contains("--tls");
     boolean firstSteps = args.contains(AllReduceRank.FIRST_STEPS);
     List<String> rest = new ArrayList<>(args);
-    List<String> warmUps = List.of("none");
-    int warmUpAt = rest.indexOf("--warm-up");
-    if (warmUpAt >= 0) {
-      String value = warmUpAt + 1 < rest.size() ? rest.remove(warmUpAt + 1) : "";
-      rest.remove(warmUpAt);
-      warmUps = value.equals("both") ? List.of("none", "loopback") : List.of(value.split(","));
-      if (!warmUps.stream().allMatch(w -> w.matches("none|loopback(:[0-9]+)?"))) {
-        throw new IllegalArgumentException("--warm-up takes a comma list of none, loopback and loopback:OPS, or both "
-            + "(none,loopback); was '" + value + "'");
-      }
-      if (!firstSteps) {
-        throw new IllegalArgumentException(
-            "--warm-up goes with --first-steps: it is about a fresh gang's first all-reduces");
-      }
-    }
+    List<String> warmUps = takeWarmUps(rest, firstSteps);
     rest.remove("--table");
     rest.remove("--tls");
     rest.remove(AllReduceRank.FIRST_STEPS);
@@ -83,16 +69,35 @@ final class AllReduceBench {
       sizes.add(String.valueOf(bytes));
     }
     if (firstSteps) {
-      List<String> chosenWarmUps = warmUps;
       return () -> {
         for (String size : sizes) { // a fresh gang per size: each size's first steps are the JIT's first sight of it
-          for (String warmUp : chosenWarmUps) {
+          for (String warmUp : warmUps) {
             allReduce(n, List.of(AllReduceRank.FIRST_STEPS, size), Map.of(AllReduceRank.WARM_UP_ENV, warmUp));
           }
         }
       };
     }
     return () -> run(n, sizes, table, tls);
+  }
+
+  /** Takes {@code --warm-up LIST} out of {@code args}: the warm-ups it lists, {@code none} without it. */
+  private static List<String> takeWarmUps(List<String> args, boolean firstSteps) {
+    int at = args.indexOf("--warm-up");
+    if (at < 0) {
+      return List.of("none");
+    }
+    String value = at + 1 < args.size() ? args.remove(at + 1) : "";
+    args.remove(at);
+    List<String> warmUps = value.equals("both") ? List.of("none", "loopback") : List.of(value.split(","));
+    if (!warmUps.stream().allMatch(w -> w.matches("none|loopback(:[0-9]+)?"))) {
+      throw new IllegalArgumentException("--warm-up takes a comma list of none, loopback and loopback:OPS, or both "
+          + "(none,loopback); was '" + value + "'");
+    }
+    if (!firstSteps) {
+      throw new IllegalArgumentException(
+          "--warm-up goes with --first-steps: it is about a fresh gang's first all-reduces");
+    }
+    return warmUps;
   }
 
   private static void run(int n, List<String> sizes, boolean table, boolean tls) throws Exception {

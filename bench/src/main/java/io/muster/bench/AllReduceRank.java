@@ -44,10 +44,10 @@ public final class AllReduceRank {
   public static void main(String[] args) throws InterruptedException {
     TfConfig config = TfConfig.fromEnvironment(System.getenv());
     Security security = Security.fromEnvironment(System.getenv());
+    CollectiveGroup gang = CollectiveGroup.of(config.cluster(), config.requireTask());
     String warmUpSpec = System.getenv().getOrDefault(WARM_UP_ENV, "none");
     LoopbackWarmUp warmUp = args[0].equals(FIRST_STEPS) && !warmUpSpec.equals("none")
-        ? LoopbackWarmUp.start(warmUpSpec, CollectiveGroup.of(config.cluster(), config.requireTask()).size(),
-            Integer.parseInt(args[1]))
+        ? LoopbackWarmUp.start(warmUpSpec, gang.size(), Integer.parseInt(args[1]))
         : null;
     try (TaskRuntime runtime = TaskRuntime.builder(config, security)
         .options(CoordinationOptions.DEFAULTS.withJoinTimeout(Duration.ofMinutes(2))
@@ -55,7 +55,7 @@ public final class AllReduceRank {
       runtime.join();
       // the data plane on this task's own host, as TF_CONFIG names it (127.0.0.1 for muster bench allreduce)
       String host = io.muster.cluster.HostPort.parse(config.cluster().taskAddress(runtime.task())).host();
-      try (Collectives c = Collectives.create(CollectiveGroup.of(config.cluster(), runtime.task()), "bench",
+      try (Collectives c = Collectives.create(gang, "bench",
           host, runtime.agent(), security, CommunicationOptions.DEFAULTS,
           Duration.ofSeconds(30))) {
         if (args[0].equals(FIRST_STEPS)) {
@@ -63,7 +63,7 @@ public final class AllReduceRank {
           if (warmUp != null) {
             warmUp.close();
           }
-          firstSteps(c, Integer.parseInt(args[1]), formed, warmUp == null ? 0 : warmUp.ops());
+          firstSteps(c, Integer.parseInt(args[1]), formed, warmUpSpec, warmUp == null ? 0 : warmUp.ops());
         } else {
           warmUp(c);
           for (String size : args) {
@@ -119,7 +119,7 @@ public final class AllReduceRank {
    * The line also says how long from the bench's launch of the gang's JVMs to the gang formed
    * ({@code formed}) and to the last of the first steps, which is what a warm-up must shorten.
    */
-  private static void firstSteps(Collectives c, int bytes, long formed, long warmUpOps) {
+  private static void firstSteps(Collectives c, int bytes, long formed, String warmUpSpec, long warmUpOps) {
     ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
     double first = timeOps(c, data, STEPS);
     long stepped = System.currentTimeMillis();
@@ -138,7 +138,7 @@ public final class AllReduceRank {
       line.put("steady_s", steady);
       line.put("extra_s", first - steady);
       line.put("settling_s", settled);
-      line.put("warm_up", System.getenv().getOrDefault(WARM_UP_ENV, "none"));
+      line.put("warm_up", warmUpSpec);
       line.put("warm_up_ops", warmUpOps);
       long launched = Long.parseLong(System.getenv(LAUNCHED_ENV));
       line.put("launch_to_gang_s", (formed - launched) / 1e3);

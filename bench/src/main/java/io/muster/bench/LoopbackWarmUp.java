@@ -17,6 +17,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -63,7 +64,7 @@ final class LoopbackWarmUp implements AutoCloseable {
         try (Collectives c = Collectives.create(group, "warm-up", "127.0.0.1", addresses, security,
             CommunicationOptions.DEFAULTS, Duration.ofSeconds(10))) {
           ByteBuffer data = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
-          for (round.await(); !warmUp.stopped; round.await()) {
+          for (await(round); !warmUp.stopped; await(round)) {
             for (int i = 0; i < ROUND; i++) {
               c.allReduce(data, DataType.FLOAT32, ReduceOp.SUM);
             }
@@ -81,6 +82,11 @@ final class LoopbackWarmUp implements AutoCloseable {
     }
     warmUp.ranks.forEach(Thread::start);
     return warmUp;
+  }
+
+  /** Waits for the scratch group's other threads, for at most {@link #LIMIT}. */
+  private static void await(CyclicBarrier round) throws Exception {
+    round.await(LIMIT.toMillis(), TimeUnit.MILLISECONDS);
   }
 
   /** All-reduces the warm-up ran. */
