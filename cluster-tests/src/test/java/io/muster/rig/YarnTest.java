@@ -261,7 +261,7 @@ class YarnTest {
     String out = String.join("\n", run.stdout());
     assertTrue(out.contains("SUCCEEDED: succeeded on attempt 2 (1 of 1 that count)"), run.tail());
     Matcher failed = Pattern.compile("attempt 1 of 1 failed: worker \\d on " + cut.name() + " \\(container \\S+\\) went "
-        + "silent: no word from its executor for (\\d+) s; its NodeManager at " + cut.name() + ":\\d+: no answer within "
+        + "silent: no word from it for (\\d+) s; its NodeManager at " + cut.name() + ":\\d+: no answer within "
         + "2000 ms \\(the node is down or cut off\\); " + cut.name() + " left out of the job's next attempts \\(a node went "
         + "silent; this attempt does not count\\)").matcher(out);
     assertTrue(failed.find(), run.tail());

@@ -180,8 +180,8 @@ class DemoDataTest {
     Outcome o = demo("--out", tmp.resolve("out").toString(), "--workers", "2", "--epochs", "10", "--learning-rate",
         "1e38");
     assertEquals(1, o.code(), o.err());
-    assertTrue(o.err().matches("muster demo: training failed on attempt 1 of 2, not re-run \\(.*\\): worker \\d: "
-        + "java.lang.IllegalStateException: the loss is (NaN|Infinity) at epoch \\d+ step \\d+: training diverged; give "
+    assertTrue(o.err().matches("muster demo: training failed on attempt 1 of 2, not re-run \\(.*\\): worker \\d on \\S+ "
+        + "\\(executor driver\\) failed: java.lang.IllegalStateException: the loss is (NaN|Infinity) at epoch \\d+ step \\d+: training diverged; give "
         + "a smaller --learning-rate, or check the data for extreme values\n"), o.err());
     assertEquals("", o.out(), "no accuracy is reported");
   }

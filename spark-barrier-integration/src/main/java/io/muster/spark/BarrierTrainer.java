@@ -3,11 +3,12 @@ package io.muster.spark;
 import io.muster.cluster.TaskType;
 import io.muster.collective.CommunicationOptions;
 import io.muster.coordination.CoordinationOptions;
+import io.muster.launch.Attempt;
+import io.muster.launch.Attempts;
 import io.muster.launch.GangSpec;
+import io.muster.launch.OnPreemption;
 import io.muster.launch.Rerun;
-import io.muster.rpc.JobToken;
 import io.muster.strategy.MultiWorkerMirroredStrategy;
-import io.muster.strategy.PreemptedException;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -17,7 +18,6 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.function.Consumer;
 import java.util.function.Function;
-import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.hadoop.util.ShutdownHookManager;
@@ -144,7 +144,11 @@ public final class BarrierTrainer {
     HadoopConfiguration hadoop = new HadoopConfiguration(sc.hadoopConfiguration());
     JavaRDD<T> shards = shards(data, gang);
     String run = UUID.randomUUID().toString(); // this fit's attempts fence their chiefs' checkpoints by it
-    return withRetries(FUNCTION_NOT_RERUN, attempt -> runGang(shards, fn, hadoop, run, attempt));
+    return withRetries(sc, FUNCTION_NOT_RERUN, OnPreemption.TENSORFLOW.savedExitCode(), driver -> {
+      BarrierTask<T, R> task = new BarrierTask<>(fn, gang, host, coordination, communication, hadoop, driver, run,
+          gpusPerWorker);
+      return chiefsResult(shards.rdd().barrier().mapPartitions(task, false, serializable()));
+    });
   }
 
   /**
@@ -165,19 +169,24 @@ public final class BarrierTrainer {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Object> none = jsc.parallelize(List.of(), gang.size());
-    return withRetries(FUNCTION_NOT_RERUN, attempt -> {
-      JobToken token = JobToken.random();
-      return inRendezvous(jsc.sc(), token, attempt, rendezvous -> {
-        CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, token, host, coordination, rendezvous);
-        @SuppressWarnings("unchecked")
-        ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
-        List<R> chief = new JavaRDD<>(none.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
-        if (chief.size() != 1) {
-          throw new IllegalStateException("expected one result from the chief, got " + chief.size());
-        }
-        return chief.get(0);
-      });
+    return withRetries(jsc.sc(), FUNCTION_NOT_RERUN, OnPreemption.TENSORFLOW.savedExitCode(), driver -> {
+      CoordinatorTask<R> task = new CoordinatorTask<>(fn, functions, gang, host, coordination, driver);
+      return chiefsResult(none.rdd().barrier().mapPartitions(task, false, serializable()));
     });
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <R> ClassTag<R> serializable() {
+    return (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
+  }
+
+  /** The chief's result, the one that comes back from a barrier job of train functions. */
+  private static <R> R chiefsResult(RDD<R> results) {
+    List<R> chief = new JavaRDD<>(results, results.elementClassTag()).collect();
+    if (chief.size() != 1) {
+      throw new IllegalStateException("expected one result from the chief, got " + chief.size());
+    }
+    return chief.get(0);
   }
 
   /**
@@ -188,7 +197,7 @@ public final class BarrierTrainer {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     checkApplication(jsc.getConf(), gang.size(), gpusPerWorker);
     JavaRDD<Row> none = jsc.parallelize(List.<Row>of(), gang.size());
-    return withRetries(COMMAND_NOT_RERUN, attempt -> runCommandGang(none, null, command, attempt));
+    return runCommand(none, null, command);
   }
 
   /**
@@ -203,148 +212,107 @@ public final class BarrierTrainer {
   public Optional<byte[]> run(Dataset<Row> data, ExternalCommand command) {
     checkApplication(data.sparkSession().sparkContext().getConf(), gang.size(), gpusPerWorker);
     new RowExamples(data.schema()); // refuses unsupported columns here, on the driver
-    JavaRDD<Row> shards = shards(data.javaRDD(), gang);
-    return withRetries(COMMAND_NOT_RERUN, attempt -> runCommandGang(shards, data.schema(), command, attempt));
+    return runCommand(shards(data.javaRDD(), gang), data.schema(), command);
+  }
+
+  private Optional<byte[]> runCommand(JavaRDD<Row> shards, StructType schema, ExternalCommand command) {
+    Consumer<CommandLine> sink = commandLogs != null ? commandLogs : DriverGang::toLog;
+    return withRetries(shards.context(), COMMAND_NOT_RERUN, command.onPreemption().savedExitCode(), sink, driver -> {
+      CommandTask task = new CommandTask(command, gang, schema, host, driver, gpusPerWorker);
+      ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
+      return new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect().stream().findFirst();
+    });
+  }
+
+  private <R> R withRetries(SparkContext sc, String notRerun, int savedExitCode, Function<DriverLink, R> job) {
+    return withRetries(sc, notRerun, savedExitCode, DriverGang::toLog, job);
   }
 
   /**
-   * Runs the gang until it succeeds, re-running it after a failure the {@link Rerun} rule allows
-   * while attempts are left. A run its tasks left after saving for a preemption (their executor
-   * decommissioned or shutting down, {@link ExecutorNotices}) is re-run without counting, as on YARN.
+   * Runs the gang until it succeeds, re-running it while the launch core's {@link Attempts} say so:
+   * each run is an {@link Attempt} on the driver ({@link DriverGang}), the barrier job its tasks.
    *
    * @param notRerun why a failure of the gang's own is not re-run, and how to have it re-run
+   * @param savedExitCode the exit code by which a task says it saved for a preemption notice
+   * @param lines where the commands' lines go
    */
-  private <R> R withRetries(String notRerun, IntFunction<R> run) {
-    int preemptions = 0;
-    for (int attempt = 0; ; attempt++) {
-      int counted = attempt - preemptions + 1; // this attempt, among those that count
-      try {
-        R result = run.apply(attempt);
-        if (attempt > 0) {
-          log.info("succeeded on {}", preemptions == 0 ? "attempt " + (attempt + 1) + " of " + maxAttempts
-              : "attempt " + (attempt + 1) + " (" + counted + " of " + maxAttempts + " that count) after " + preemptions
-                  + (preemptions == 1 ? " preemption" : " preemptions"));
+  private <R> R withRetries(SparkContext sc, String notRerun, int savedExitCode, Consumer<CommandLine> lines,
+      Function<DriverLink, R> job) {
+    Attempts attempts = new Attempts(maxAttempts, rerun, notRerun);
+    while (true) {
+      Result<R> run = runAttempt(sc, attempts, savedExitCode, lines, job);
+      Attempts.Next next = attempts.after(run.outcome());
+      if (next instanceof Attempts.RunAgain again) {
+        if (run.outcome() instanceof Attempt.Failed failed && failed.kind() == Attempt.Kind.PREEMPTED
+            && ShutdownHookManager.get().isShutdownInProgress()) {
+          throw new IllegalStateException("the gang saved for a preemption on " + attempts.which() + " while this "
+              + "driver shuts down: run the job again to resume where it saved (" + failed.report() + ")");
         }
-        return result;
-      } catch (GangStartWatch.SlotsNotFreeException e) { // a re-run would wait for them again
-        throw new IllegalStateException("training failed on attempt " + (attempt + 1) + " of " + maxAttempts + ": "
-            + e.getMessage(), e);
-      } catch (Exception e) { // SparkException is checked in Java's eyes, though Scala does not declare it
-        // Spark does not re-run a failed barrier result stage; the whole gang is re-run here, and
-        // the training resumes from its BackupAndRestore backup.
-        String why = e instanceof GangNotFormedException ? e.getMessage() : GangFailure.describe(e, gang);
-        log.debug("attempt {} failed; as Spark reported it:", attempt + 1, e);
-        if (savedForPreemption(e)) {
-          if (ShutdownHookManager.get().isShutdownInProgress()) {
-            throw new IllegalStateException("the gang saved for a preemption on attempt " + (attempt + 1) + " while "
-                + "this driver shuts down: run the job again to resume where it saved (" + why + ")", e);
-          }
-          preemptions++;
-          log.warn("attempt {} was preempted: {}; re-running the gang (a preemption does not count against the {} "
-              + "attempts)", attempt + 1, why.lines().findFirst().orElse(why), maxAttempts);
-          continue;
-        }
-        boolean retryable = rerun == Rerun.ANY_FAILURE || !UsersFailureException.isIn(e);
-        String which = "attempt " + (attempt + 1) + (preemptions == 0 ? "" : " (" + counted + " that counts)")
-            + " of " + maxAttempts;
-        if (counted >= maxAttempts || !retryable) {
-          throw new IllegalStateException("training failed on " + which
-              + (retryable || maxAttempts == 1 ? "" : ", not re-run (" + notRerun + ")") + ": " + why, e);
-        }
-        log.warn("{} failed: {}; re-running the gang", which, why.lines().findFirst().orElse(why));
+        log.warn("{}", again.logLine());
+        continue;
       }
-    }
-  }
-
-  /** Whether a task of the failed run left saying it saved for a preemption: a {@link PreemptedException}, as Spark reported it. */
-  static boolean savedForPreemption(Throwable failure) {
-    for (Throwable t = failure; t != null; t = t.getCause()) {
-      if (t instanceof PreemptedException
-          || (t.getMessage() != null && t.getMessage().contains(PreemptedException.class.getName()))) {
-        return true;
+      Attempts.Done done = (Attempts.Done) next;
+      if (!done.succeeded()) {
+        throw new IllegalStateException("training " + done.headline(), run.failure());
       }
-    }
-    return false;
-  }
-
-  private Optional<byte[]> runCommandGang(JavaRDD<Row> shards, StructType schema, ExternalCommand command,
-      int attempt) {
-    JobToken token = JobToken.random();
-    SparkConf conf = shards.context().getConf();
-    Consumer<CommandLine> sink = commandLogs != null ? commandLogs : CommandLogs::toLog;
-    try (CommandLogs.Receiver driver = CommandLogs.Receiver.start(bindHost(conf), driverHost(conf), token, sink, gang,
-        command.onPreemption().savedExitCode())) {
-      return inRendezvous(shards.context(), token, attempt, rendezvous -> {
-        CommandTask task = new CommandTask(command, gang, schema, token, host, driver.address(), rendezvous, attempt,
-            gpusPerWorker);
-        ClassTag<byte[]> tag = ClassTag$.MODULE$.apply(byte[].class);
-        List<byte[]> chief = new JavaRDD<>(shards.rdd().barrier().mapPartitions(task, false, tag), tag).collect();
-        return chief.stream().findFirst();
-      });
+      if (attempts.number() > 0) {
+        log.info("{}", done.headline());
+      }
+      return run.result();
     }
   }
 
-  private <T, R extends Serializable> R runGang(JavaRDD<T> shards, TrainFunction<T, R> fn, HadoopConfiguration hadoop,
-      String run, int attempt) {
-    JobToken token = JobToken.random();
-    SparkConf conf = shards.context().getConf();
-    try (ProgressLink.Receiver progress = ProgressLink.Receiver.start(bindHost(conf), driverHost(conf), token,
-        ProgressLink::toLog)) {
-      return inRendezvous(shards.context(), token, attempt, rendezvous -> {
-        BarrierTask<T, R> task = new BarrierTask<>(fn, gang, token, host, coordination, communication, hadoop,
-            progress.address(), rendezvous, run, attempt, gpusPerWorker);
-        @SuppressWarnings("unchecked")
-        ClassTag<R> tag = (ClassTag<R>) (ClassTag<?>) ClassTag$.MODULE$.apply(Serializable.class);
-        RDD<R> results = shards.rdd().barrier().mapPartitions(task, false, tag);
-        List<R> chief = new JavaRDD<>(results, tag).collect();
-        if (chief.size() != 1) {
-          throw new IllegalStateException("expected one result from the chief, got " + chief.size());
-        }
-        return chief.get(0);
-      });
-    }
-  }
+  /** One run of the gang: its outcome, the chief's result when it succeeded, and how Spark reported a failure. */
+  private record Result<R>(Attempt.Outcome outcome, R result, Exception failure) {}
 
   /**
-   * Runs one gang run's barrier job with the {@link GangRendezvous} its tasks join on the driver,
-   * which must form within the gang timeout ({@link GangNotFormedException} when it does not); with
-   * {@value #RENDEZVOUS}{@code =allGather}, they exchange addresses by Spark's {@code allGather}
-   * instead, within {@code spark.barrier.sync.timeout}. A re-run ({@code attempt} above 0) first
-   * removes the executors that went silent with the failed run's tasks, then waits for task slots
-   * free for the whole gang: Spark holds a slot for a task it has not heard from for
+   * Runs one attempt's barrier job against its {@link DriverGang}. The gang must form within the
+   * gang timeout, counted from the job's submission ({@link GangStartWatch} explains what is missing
+   * and ends the job when it does not); with {@value #RENDEZVOUS}{@code =allGather}, the tasks
+   * exchange addresses by Spark's {@code allGather} instead, within {@code spark.barrier.sync.timeout}.
+   * A re-run first removes the executors that went silent with the failed run's tasks, then waits
+   * for task slots free for the whole gang: Spark holds a slot for a task it has not heard from for
    * {@code spark.network.timeout}, and a barrier stage submitted without enough free slots waits
    * for them for ever.
    */
-  private <R> R inRendezvous(SparkContext sc, JobToken token, int attempt, Function<BarrierTasks.Rendezvous, R> job) {
+  private <R> Result<R> runAttempt(SparkContext sc, Attempts attempts, int savedExitCode,
+      Consumer<CommandLine> lines, Function<DriverLink, R> job) {
     SparkConf conf = sc.getConf();
     Duration timeout = gangTimeout != null ? gangTimeout : Duration.ofMillis(conf.getTimeAsMs(GANG_TIMEOUT, "10min"));
-    if (attempt > 0) {
-      String run = "attempt " + (attempt + 1) + " of " + maxAttempts;
-      List<String> removed = GangStartWatch.removeSilentExecutors(sc, run);
-      Duration slots = Duration.ofMillis(conf.getTimeAsMs(SLOT_TIMEOUT, "2min"));
-      boolean bySlotTimeout = slots.compareTo(timeout) <= 0;
-      GangStartWatch.awaitFreeSlots(sc, gang.size(), run, bySlotTimeout ? slots : timeout,
-          bySlotTimeout ? SLOT_TIMEOUT : "the gang timeout", removed);
-    }
-    if (!rendezvousOnDriver(conf)) {
-      return job.apply(BarrierTasks.Rendezvous.allGather());
-    }
-    long deadline = System.nanoTime() + timeout.toNanos();
-    return GangStartWatch.around(sc, gang, watch -> {
-      try (GangRendezvous rendezvous = GangRendezvous.start(bindHost(conf), driverHost(conf), token, gang, timeout,
-          watch::explainMissing, watch::cancel)) {
-        GangStartWatch.awaitSlots(sc, gang.size(), deadline);
+    boolean allGather = !rendezvousOnDriver(conf);
+    try (DriverGang driver = DriverGang.start(driverHost(conf), gang, attempts.number(), timeout, savedExitCode,
+        allGather, lines)) {
+      Attempt attempt = driver.attempt();
+      if (attempts.number() > 0) {
+        String which = attempts.which();
+        List<String> removed = GangStartWatch.removeSilentExecutors(sc, which);
+        Duration slots = Duration.ofMillis(conf.getTimeAsMs(SLOT_TIMEOUT, "2min"));
+        boolean bySlotTimeout = slots.compareTo(timeout) <= 0;
         try {
-          return job.apply(new BarrierTasks.Rendezvous(rendezvous.address(), token.value(), timeout));
-        } catch (Exception e) { // Spark's SparkException is checked in Java's eyes
-          Optional<String> failure = rendezvous.failure();
-          if (failure.isPresent()) {
-            throw new GangNotFormedException(failure.get(), e);
-          }
-          throw e;
+          GangStartWatch.awaitFreeSlots(sc, gang.size(), which, bySlotTimeout ? slots : timeout,
+              bySlotTimeout ? SLOT_TIMEOUT : "the gang timeout", removed);
+        } catch (GangStartWatch.SlotsNotFreeException e) { // a re-run would wait for them again
+          attempt.abort(Attempt.Kind.NOT_FORMED, e.getMessage());
+          return new Result<>(attempt.outcome().orElseThrow(), null, e);
         }
       }
-    });
+      long deadline = System.nanoTime() + timeout.toNanos();
+      return GangStartWatch.around(sc, gang, watch -> {
+        if (!allGather) {
+          driver.onFormationOverdue(watch::explainMissing, watch::cancel);
+        }
+        GangStartWatch.awaitSlots(sc, gang.size(), deadline);
+        try {
+          R result = job.apply(driver.link());
+          return new Result<>(new Attempt.Succeeded(), result, null);
+        } catch (Exception e) { // Spark's SparkException is checked in Java's eyes
+          log.debug("{} failed; as Spark reported it:", attempts.which(), e);
+          attempt.settle("the job failed before its tasks said why: " + withoutStackFrames(e.getMessage()).lines()
+              .findFirst().orElse(e.toString()));
+          return new Result<>(attempt.outcome().orElseThrow(), null, e);
+        }
+      });
+    }
   }
 
   /** Whether the tasks exchange their addresses through the driver ({@value #RENDEZVOUS}, default {@code driver}). */
@@ -359,17 +327,6 @@ public final class BarrierTrainer {
 
   private static String driverHost(SparkConf conf) {
     return conf.get("spark.driver.host", "127.0.0.1");
-  }
-
-  private static String bindHost(SparkConf conf) {
-    return conf.get("spark.driver.bindAddress", driverHost(conf));
-  }
-
-  /** A gang that did not form within the gang timeout: which members are missing, and what the driver saw of them. */
-  static final class GangNotFormedException extends IllegalStateException {
-    GangNotFormedException(String message, Throwable cause) {
-      super(message, cause);
-    }
   }
 
   /**

@@ -3,13 +3,14 @@ package io.muster.spark;
 import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.data.TfRecordWriter;
+import io.muster.launch.Attempt;
+import io.muster.launch.GangMember;
 import io.muster.launch.GangSpec;
-import io.muster.launch.OnPreemption;
-import io.muster.launch.Rerun;
 import io.muster.launch.TaskEnvironment;
 import io.muster.launch.TaskProcess;
-import io.muster.rpc.JobToken;
-import io.muster.strategy.PreemptedException;
+import io.muster.proto.gang.Line;
+import io.muster.rpc.Security;
+import io.muster.rpc.TlsFiles;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -19,17 +20,11 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.Consumer;
-import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
-import org.apache.spark.SparkFiles;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
@@ -42,57 +37,45 @@ import scala.runtime.AbstractFunction1;
  * The body of every barrier task in external-command mode. Partition {@code p} is member {@code p}
  * of the gang ({@link GangSpec#task}): the chief and workers first, each writing its partition as
  * a TFRecord shard of {@code tf.train.Example}s (with {@code schema.json} beside it), then the ps
- * tasks and the evaluator, which get no data. Each task reserves a port and holds it through the
- * address exchange, then releases it and starts the command with what {@link TaskEnvironment}
- * lists, plus {@code MUSTER_DATA_FILES} (comma-separated), {@code MUSTER_DATA_DIR} and
- * {@code MUSTER_SCHEMA_FILE} for a task with a shard.
+ * tasks and the evaluator, which get no data. Each task reserves a port and holds it while it joins
+ * the driver's gang ({@link TaskLink}), then releases it and starts the command with what
+ * {@link TaskEnvironment} lists, plus {@code MUSTER_DATA_FILES} (comma-separated), {@code MUSTER_DATA_DIR}
+ * and {@code MUSTER_SCHEMA_FILE} for a task with a shard, and {@code MUSTER_TLS_*} when the job has TLS.
  *
- * <p>A tracked task's non-zero exit fails the task with the last lines of the command's stderr;
- * an untracked task runs until the driver says every tracked task has finished
- * ({@link CommandLogs}), then ends its command (SIGTERM, SIGKILL after the grace period) and
- * succeeds. When the gang fails (the driver says so, or Spark kills the task because another task
- * of the barrier stage failed), the task ends its command with the failure grace period; a task
- * killed for another reason (a user's cancel) ends it with the grace period. When the executor is
- * decommissioned or shuts down ({@link ExecutorNotices}), the task passes the notice to the driver,
- * which passes it to every task of the gang; each sends its command the preemption signal
- * ({@link ExternalCommand#withPreemption}), and when the driver says the gang has left for the
- * notice, fails with a {@link PreemptedException}, which the driver re-runs without counting. A
- * task whose command exited after the signal waits for that word while its peers save. The task's
- * work directory is deleted when the task ends, and by the command's guard when this JVM is killed.
+ * <p>The command's lines go to the driver, and its exit too; the driver's verdict is the launch
+ * core's ({@link io.muster.launch.Attempt}). A failed command's task waits for the driver's word
+ * that the gang has ended before it fails, so that Spark ends the others only once the verdict
+ * stands. When the driver says the gang has ended (a failure, a lost host), the task ends its
+ * command with the failure grace period; an untracked task ends its command when the driver says
+ * every tracked task has finished, and succeeds; a task killed by Spark for another reason (a
+ * user's cancel) ends it with the grace period. When the executor is decommissioned or shuts down
+ * ({@link ExecutorNotices}), the task passes the notice to the driver, which passes it to every
+ * task of the gang; each sends its command the preemption signal ({@link ExternalCommand#withPreemption}).
+ * The task's work directory is deleted when the task ends, and by the command's guard when this JVM
+ * is killed.
  */
 final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]>> implements java.io.Serializable {
 
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
   private static final Logger log = LoggerFactory.getLogger(CommandTask.class);
-  /** How long past the cause window the driver's word on a failure may take to arrive. */
-  private static final Duration DRIVERS_WORD = Duration.ofSeconds(2);
   /** A result travels back through Spark's task result; larger outputs belong in the output directory. */
   static final long MAX_RESULT_BYTES = 64L << 20;
 
   private final ExternalCommand command;
   private final GangSpec gang;
   private final StructType schema;
-  private final String token;
   private final String host;
-  private final String driverAddress;
-  private final BarrierTasks.Rendezvous rendezvous;
-  private final int attempt;
+  private final DriverLink driver;
   private final int gpusPerWorker;
 
-  /**
-   * @param schema the rows' schema, or null when the run has no data
-   * @param driverAddress the driver's {@link CommandLogs.Receiver}
-   */
-  CommandTask(ExternalCommand command, GangSpec gang, StructType schema, JobToken token, String host,
-      String driverAddress, BarrierTasks.Rendezvous rendezvous, int attempt, int gpusPerWorker) {
+  /** @param schema the rows' schema, or null when the run has no data */
+  CommandTask(ExternalCommand command, GangSpec gang, StructType schema, String host, DriverLink driver,
+      int gpusPerWorker) {
     this.command = command;
     this.gang = gang;
     this.schema = schema;
-    this.token = token.value();
     this.host = host;
-    this.driverAddress = driverAddress;
-    this.rendezvous = rendezvous;
-    this.attempt = attempt;
+    this.driver = driver;
     this.gpusPerWorker = gpusPerWorker;
   }
 
@@ -101,167 +84,179 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     BarrierTaskContext ctx = BarrierTaskContext.get();
     int member = ctx.partitionId();
     TaskId task = gang.task(member);
-    Path workDir = createWorkDir(task);
-    try (CommandLogs.Sender driver = CommandLogs.Sender.connect(driverAddress, token, task);
-        ExecutorNotices.Listener notices = ExecutorNotices.listen(task)) {
-      if (!gang.isTracked(task) && !driver.connected()) {
-        throw new IllegalStateException(task + " is untracked: the driver at " + driverAddress + " ends it when "
-            + "every tracked task has finished, but it cannot reach the driver (see the warning above)");
-      }
+    Path workDir = BarrierTasks.createWorkDir(task);
+    try (ExecutorNotices.Listener notices = ExecutorNotices.listen(task)) {
+      Security security = driver.security(workDir.resolve("tls"));
       List<String> gpus = BarrierTasks.assignedGpus(ctx, task, gpusPerWorker);
       Map<String, String> env = new LinkedHashMap<>(command.environment());
       if (schema != null && member < gang.trainers()) {
         env.putAll(writeShard(CollectionConverters.asJava(rows), workDir.resolve("data"), task, member));
       }
       String bindHost = host != null ? host : BarrierTasks.executorHost(ctx);
-      List<HostPort> addresses;
+      Told told = new Told(task);
       ServerSocket reserved = reservePort(bindHost, task);
-      try {
-        addresses = BarrierTasks.exchange(ctx, rendezvous, task, new HostPort(bindHost, reserved.getLocalPort()));
-      } finally {
-        closeQuietly(reserved); // released at the last moment: the command binds it next
-      }
-      env.putAll(TaskEnvironment.of(gang.formed(addresses), member, attempt, gpus, workDir,
-          Optional.ofNullable(command.outputDir()), JobToken.of(token)));
-      try {
+      try (TaskLink link = TaskLink.join(ctx, driver, security, task, new HostPort(bindHost, reserved.getLocalPort()),
+          told)) {
+        List<HostPort> addresses;
+        try {
+          addresses = link.awaitGang();
+        } finally {
+          closeQuietly(reserved); // released at the last moment: the command binds it next
+        }
+        env.putAll(TaskEnvironment.of(gang.formed(addresses), member, driver.attempt(), gpus, workDir,
+            Optional.ofNullable(command.outputDir()), security.token()));
+        security.tls().ifPresent(tls -> env.putAll(Map.of(TlsFiles.CERT_ENV, tls.certificateChain().toString(),
+            TlsFiles.KEY_ENV, tls.privateKey().toString(), TlsFiles.CA_ENV, tls.trustedCertificates().toString())));
         TaskEnvironment.putTemporaryDirectory(env, workDir);
-      } catch (IOException e) {
-        throw new UncheckedIOException(task + ": cannot create its temporary directory in " + workDir + ": "
-            + e.getMessage(), e);
+        Optional<byte[]> result = runCommand(ctx, task, env, link, told, notices, workDir);
+        return CollectionConverters.asScala(result.stream().iterator());
       }
-      Optional<byte[]> result = runCommand(ctx, task, env, driver, notices, workDir);
-      return CollectionConverters.asScala(result.stream().iterator());
+    } catch (IOException e) {
+      throw new UncheckedIOException(task + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(task + ": interrupted while `" + command + "` ran; it was ended", e);
     } finally {
-      deleteRecursively(workDir);
+      BarrierTasks.deleteRecursively(workDir);
     }
   }
 
-  private Optional<byte[]> runCommand(BarrierTaskContext ctx, TaskId task, Map<String, String> env,
-      CommandLogs.Sender driver, ExecutorNotices.Listener notices, Path workDir) {
+  /** What the driver told the task, applied to its command once it runs. */
+  private static final class Told implements GangMember.Listener {
+    private final String task;
+    private TaskProcess process; // guarded by this
+    private String signal; // guarded by this
+    private String notice; // guarded by this
+    private boolean signalled; // guarded by this
+    private boolean ended; // guarded by this
+    private String aborted; // guarded by this
+
+    Told(TaskId task) {
+      this.task = task.toString();
+    }
+
+    void attach(TaskProcess process, String signal) {
+      synchronized (this) {
+        this.process = process;
+        this.signal = signal;
+      }
+      apply();
+    }
+
+    @Override
+    public void preempt(String notice) {
+      synchronized (this) {
+        this.notice = this.notice == null ? notice : this.notice;
+      }
+      apply();
+    }
+
+    @Override
+    public void end() {
+      synchronized (this) {
+        ended = true;
+      }
+      apply();
+    }
+
+    @Override
+    public void abort(String reason) {
+      synchronized (this) {
+        aborted = reason;
+      }
+      apply();
+    }
+
+    synchronized boolean ended() {
+      return ended;
+    }
+
+    synchronized boolean noticed() {
+      return notice != null;
+    }
+
+    synchronized boolean aborted() {
+      return aborted != null;
+    }
+
+    /** Signals or ends the command as told; ending it blocks up to its grace period, outside the lock. */
+    private void apply() {
+      TaskProcess running;
+      String sendSignal = null;
+      boolean abort;
+      boolean end;
+      synchronized (this) {
+        running = process;
+        if (running == null) {
+          return;
+        }
+        if (notice != null && !signalled && aborted == null && !ended) {
+          signalled = true;
+          sendSignal = signal;
+        }
+        abort = aborted != null;
+        end = ended;
+      }
+      if (sendSignal != null && running.isAlive()) {
+        log.info("{}: {}; sending the command SIG{} to save and leave", task, notice, sendSignal);
+        running.signal(sendSignal);
+      }
+      if (abort) {
+        running.endAfterFailure();
+      } else if (end) {
+        running.close();
+      }
+    }
+  }
+
+  private Optional<byte[]> runCommand(BarrierTaskContext ctx, TaskId task, Map<String, String> env, TaskLink link,
+      Told told, ExecutorNotices.Listener notices, Path workDir) throws InterruptedException {
     Path resultFile = workDir.resolve(TaskEnvironment.RESULT_FILE);
     String name = task.toString();
-    log.info("{}: starting `{}` (attempt {})", name, command, attempt + 1);
-    AtomicBoolean endedByDriver = new AtomicBoolean();
-    AtomicReference<CommandLogs.GangFailed> gangFailure = new AtomicReference<>();
-    try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(), driver,
-        command.stderrTailLines(), command.gracePeriod(), command.failureGracePeriod(), Optional.of(workDir));
+    GangMember member = link.member();
+    log.info("{}: starting `{}` (attempt {})", name, command, driver.attempt() + 1);
+    try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(),
+        (stream, text) -> {
+          if (!member.line(Line.Stream.valueOf(stream.name()), text)) {
+            DriverGang.toLog(new CommandLine(name, stream, text)); // the driver is gone: the executor's log keeps it
+          }
+        }, command.stderrTailLines(), command.gracePeriod(), command.failureGracePeriod(), Optional.of(workDir));
         KillWatch watch = new KillWatch(ctx, () -> {
-          String reason = String.valueOf(ctx.getKillReason().getOrElse(() -> "killed"));
-          if (reason.contains("barrier stage")) { // Spark's words when another task of the stage failed
-            gangFailure.compareAndSet(null, new CommandLogs.GangFailed("Spark killed the task: " + reason, false));
+          // after the driver's word the gang has ended; otherwise a user's cancel: a polite end
+          if (told.aborted()) {
             process.endAfterFailure();
           } else {
             process.close();
           }
         })) {
-      if (!gang.isTracked(task)) {
-        driver.onEnd(() -> {
-          endedByDriver.set(true);
-          process.close();
-        });
-      }
-      OnPreemption onPreemption = command.onPreemption();
-      AtomicBoolean noticed = new AtomicBoolean();
-      Consumer<String> preempt = notice -> {
-        if (noticed.compareAndSet(false, true) && process.isAlive()) {
-          log.info("{}: {}; sending `{}` SIG{} to save and leave", name, notice, command, onPreemption.signal());
-          process.signal(onPreemption.signal());
-        }
-      };
-      driver.onNotice(preempt);
+      told.attach(process, command.onPreemption().signal());
       notices.deliverTo(notice -> {
-        driver.noticed(notice);
-        preempt.accept(notice);
-      });
-      driver.onGangFailure(failure -> {
-        // A command that already ended (its own failure, as every `false` of a gang) keeps its own story.
-        if (process.isAlive()) {
-          gangFailure.compareAndSet(null, failure);
-          process.endAfterFailure();
-        }
+        member.notice(notice);
+        told.preempt(notice);
       });
       Optional<Integer> exit = process.waitFor(command.timeout().orElse(Duration.ofMillis(Long.MAX_VALUE)));
       if (exit.isEmpty()) {
         process.close();
-        throw new IllegalStateException(name + ": `" + command + "` ran past its timeout of "
-            + command.timeout().orElseThrow() + " and was ended" + TaskProcess.stderrStory(process.stderrTail()));
       }
-      int code = exit.get();
-      CommandLogs.GangFailed failedGang = gangFailure.get();
-      if (code != 0 && failedGang != null) {
-        driver.exited(code, "");
-        if (failedGang.preempted()) {
-          throw new PreemptedException(name + ": `" + command + "` was ended (exit code " + code + ") because the gang "
-              + "left for a preemption: " + failedGang.reason());
-        }
-        // The first failure's story, with its verdict: the driver tells that whichever task's failure Spark reports.
-        String failure = name + ": `" + command + "` was ended (exit code " + code + ") because the gang failed: "
-            + failedGang.reason();
-        throw failedGang.usersOwn() ? new UsersFailureException(failure) : new IllegalStateException(failure);
-      }
-      String failure = code == 0 ? "" : name + ": `" + command + "` "
-          + TaskProcess.exitStory(code, process.stderrTail());
-      driver.exited(code, failure);
-      if (endedByDriver.get()) {
+      int code = exit.isPresent() ? exit.get() : process.waitFor(Duration.ZERO).orElse(137);
+      String story = exit.isEmpty() ? "ran past its timeout of " + command.timeout().orElseThrow() + " and was ended"
+          + TaskProcess.stderrStory(process.stderrTail()) : code == 0 ? "" : TaskProcess.exitStory(code,
+          process.stderrTail());
+      boolean afterGang = told.aborted() || told.ended();
+      member.exited(new Attempt.Exit(exit.isEmpty() && code == 0 ? 137 : code, afterGang, story,
+          process.stderrTail()));
+      if (told.ended()) {
         log.info("{}: ended `{}`: the tasks the job awaits have all finished", name, command);
         return Optional.empty();
       }
-      if (code != 0 && noticed.get()) {
-        throw leftAfterNotice(name, code, driver);
+      if (code == 0 && exit.isPresent() && !afterGang) {
+        log.info("{}: `{}` exited 0", name, command);
+        return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();
       }
-      if (code != 0) {
-        throw failure(name, code, failure, driver);
-      }
-      log.info("{}: `{}` exited 0", name, command);
-      return task.equals(gang.chief()) ? readResult(name, resultFile) : Optional.empty();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(name + ": interrupted while `" + command + "` ran; it was ended", e);
+      Optional<String> verdict = BarrierTasks.awaitVerdict(link, told.noticed());
+      throw new IllegalStateException(name + ": `" + command + "` " + (story.isEmpty() ? "exited with code " + code
+          : story) + verdict.map(why -> "; the gang ended: " + why).orElse(""));
     }
-  }
-
-  /**
-   * A command exited non-zero after its preemption signal: saved, with the saved exit code, or not.
-   * The others may still be saving, and this task's failure would have Spark kill them: it waits for
-   * the driver's word that the gang has left (once the tracked commands have exited, at once after
-   * one that did not save, or at the driver's deadline).
-   */
-  private RuntimeException leftAfterNotice(String name, int code, CommandLogs.Sender driver)
-      throws InterruptedException {
-    boolean saved = code == command.onPreemption().savedExitCode();
-    String story = name + ": `" + command + "` " + (saved ? "saved for the preemption (exit code " + code + ")"
-        : "exited with code " + code + " after the preemption signal");
-    Optional<CommandLogs.GangFailed> gang = driver.awaitGangFailure(OnPreemption.SAVED_PEERS_WAIT.plus(DRIVERS_WORD));
-    if (gang.isEmpty()) {
-      return saved ? new PreemptedException(story) : new IllegalStateException(story);
-    }
-    String told = story + "; " + gang.get().reason();
-    return gang.get().preempted() ? new PreemptedException(told)
-        : gang.get().usersOwn() ? new UsersFailureException(told) : new IllegalStateException(told);
-  }
-
-  /**
-   * The task's failure, with the launch core's verdict ({@link Rerun}). A command's own exit code
-   * waits for the driver's word: a cluster's failure of another task heard within
-   * {@link Rerun#CAUSE_WINDOW} is taken for its cause, and another task's earlier failure is the
-   * gang's story; without a word the code is the verdict.
-   */
-  private RuntimeException failure(String name, int code, String failure, CommandLogs.Sender driver)
-      throws InterruptedException {
-    if (!Rerun.isCommandsOwn(code)) {
-      return new IllegalStateException(failure);
-    }
-    Optional<CommandLogs.GangFailed> gang = driver.awaitGangFailure(Rerun.CAUSE_WINDOW.plus(DRIVERS_WORD));
-    if (gang.isEmpty() || gang.get().reason().equals(failure)) {
-      return new UsersFailureException(failure);
-    }
-    if (gang.get().preempted()) {
-      return new PreemptedException(name + ": `" + command + "` exited with code " + code + " after the gang's "
-          + gang.get().reason());
-    }
-    String story = name + ": `" + command + "` exited with code " + code + " because the gang failed: "
-        + gang.get().reason();
-    return gang.get().usersOwn() ? new UsersFailureException(story) : new IllegalStateException(story);
   }
 
   private static Optional<byte[]> readResult(String name, Path file) {
@@ -308,16 +303,6 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
         "MUSTER_SCHEMA_FILE", schemaFile.toString());
   }
 
-  private static Path createWorkDir(TaskId task) {
-    Path root = Path.of(SparkFiles.getRootDirectory()).toAbsolutePath();
-    try {
-      return Files.createTempDirectory(root, "muster-" + task.job() + "-" + task.index() + "-");
-    } catch (IOException e) {
-      throw new UncheckedIOException(task + ": cannot create its work directory under " + root + ": "
-          + e.getMessage(), e);
-    }
-  }
-
   private static ServerSocket reservePort(String host, TaskId task) {
     try {
       ServerSocket socket = new ServerSocket();
@@ -334,14 +319,6 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
       socket.close();
     } catch (IOException ignored) {
       // released either way
-    }
-  }
-
-  private static void deleteRecursively(Path dir) {
-    try (Stream<Path> paths = Files.walk(dir)) {
-      paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException e) {
-      log.warn("cannot delete the work directory {}: {}", dir, e.toString());
     }
   }
 }

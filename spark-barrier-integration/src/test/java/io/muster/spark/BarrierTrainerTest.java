@@ -267,7 +267,8 @@ class BarrierTrainerTest {
     String message = e.getMessage();
     assertTrue(message.startsWith("training failed on attempt 1 of 3, not re-run (" + BarrierTrainer.FUNCTION_NOT_RERUN
         + "): "), message);
-    assertTrue(message.contains("worker 1: java.lang.IllegalArgumentException: label -1 in row 7"), message);
+    assertTrue(message.matches("(?s)training failed on attempt 1 of 3, not re-run \\(.*\\): worker 1 on \\S+ \\(executor "
+        + "driver\\) failed: java\\.lang\\.IllegalArgumentException: label -1 in row 7"), message);
   }
 
   private static final java.util.Map<String, Long> TASK_IDS = new java.util.concurrent.ConcurrentHashMap<>();
@@ -307,8 +308,8 @@ class BarrierTrainerTest {
           .gangTimeout(java.time.Duration.ofSeconds(2)).build();
       IllegalStateException failed = assertThrows(IllegalStateException.class,
           () -> gang.fit(spark.parallelize(List.of(1, 2, 3, 4)), ctx -> "never"));
-      assertTrue(failed.getMessage().startsWith("training failed on attempt 1 of 1: the gang did not form within 2 s "
-          + "(the gang timeout): worker 0, worker 1, worker 2, worker 3 were not started by Spark, which starts a "
+      assertTrue(failed.getMessage().startsWith("training failed on attempt 1 of 1: the gang was not formed within the "
+          + "gang timeout of 2 s: worker 0, worker 1, worker 2, worker 3 were not started by Spark, which starts a "
           + "barrier stage only when it has 4 free task slots at once (executors: 127.0.0.1:"), failed.getMessage());
       assertTrue(failed.getMessage().endsWith(" running 1)"), "the holder's task: " + failed.getMessage());
     }

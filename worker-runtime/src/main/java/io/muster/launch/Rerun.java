@@ -19,7 +19,7 @@ import java.util.stream.Collectors;
  * <p>A command's own failure is often the symptom of a cluster's failure that the launcher hears of
  * a moment later (a peer's container killed, its host cut off): the launcher waits
  * {@link #CAUSE_WINDOW} after a command's own failure before it acts, and a cluster's failure that
- * arrives meanwhile is taken for the cause ({@link EndOfJob}).
+ * arrives meanwhile is taken for the cause ({@link Attempt}).
  */
 public enum Rerun {
   /** Re-run the cluster's failures and a command's {@link #EX_TEMPFAIL}; a command's own failure is final. */
@@ -43,11 +43,6 @@ public enum Rerun {
   /** Whether {@code exitCode} (non-zero) is the command's own answer rather than the cluster's failure. */
   public static boolean isCommandsOwn(int exitCode) {
     return exitCode > 0 && exitCode <= 128 && exitCode != EX_TEMPFAIL;
-  }
-
-  /** Whether the gang runs again after {@code failure} (while attempts are left). */
-  public boolean reruns(EndOfJob.Failed failure) {
-    return this == ANY_FAILURE || !failure.isCommandsOwn();
   }
 
   /** The option's value: {@code cluster-failures} or {@code any-failure}. */

@@ -3,6 +3,7 @@ package io.muster.yarn;
 import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.rpc.JobToken;
+import io.muster.rpc.TlsFiles;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -90,6 +91,8 @@ public final class MusterClient implements AutoCloseable {
    * ({@link ContainerLogging#LEVELS}).
    */
   private final Map<String, String> logLevels;
+  /** The TLS material {@code MUSTER_TLS_*} names in this client's environment, which its jobs serve and call with. */
+  private final Optional<TlsFiles> tls;
 
   /** A client that uses the runtime where it is (every NodeManager sees this machine's paths). */
   public MusterClient(Configuration conf) throws IOException {
@@ -99,15 +102,20 @@ public final class MusterClient implements AutoCloseable {
   /**
    * @param stageRuntime whether to stage the runtime's jars on the cluster's file system
    * @throws IOException when the cluster uses Kerberos and this user has neither a ticket nor tokens
+   * @throws IllegalArgumentException when {@code MUSTER_TLS_*} names TLS material that cannot be used
    */
   public MusterClient(Configuration conf, boolean stageRuntime) throws IOException {
     this(conf, stageRuntime, System.getenv());
   }
 
-  /** A client whose jobs' containers log at the levels {@code environment} sets, as if it were this process's. */
+  /**
+   * A client whose jobs' containers log at the levels {@code environment} sets, and use the TLS
+   * material it names, as if it were this process's.
+   */
   MusterClient(Configuration conf, boolean stageRuntime, Map<String, String> environment) throws IOException {
     this.conf = conf;
     logLevels = ContainerLogging.levels(environment);
+    tls = TlsFiles.fromEnvironment(environment);
     renewer = kerberosRenewer(conf);
     this.stageRuntime = stageRuntime;
     site = SiteConfiguration.encode(conf);
@@ -143,12 +151,12 @@ public final class MusterClient implements AutoCloseable {
     job.placement().nodeLabel().ifPresent(context::setNodeLabelExpression);
     job.placement().lifetime().ifPresent(lifetime ->
         context.setApplicationTimeouts(Map.of(ApplicationTimeoutType.LIFETIME, lifetime.toSeconds())));
-    String command = ApplicationMaster.javaCommand(ExecutorArchive.MASTER_JVM_FLAGS,
+    String command = ContainerLauncher.javaCommand(ExecutorArchive.MASTER_JVM_FLAGS,
         executorArchive.map(Object::toString), job, ApplicationMaster.class, "");
     Map<String, String> environment = new HashMap<>(logLevels);
     environment.putAll(Map.of(Handoff.JOB_ENV, job.toEnvironmentValue(), SiteConfiguration.ENV, site));
     executorArchive.ifPresent(archive -> environment.put(ExecutorArchive.ENV, archive.toString()));
-    context.setAMContainerSpec(ContainerLaunchContext.newInstance(ApplicationMaster.localResources(job),
+    context.setAMContainerSpec(ContainerLaunchContext.newInstance(ContainerLauncher.localResources(job),
         environment, List.of(command), null, credentials(job, JobToken.random().value()), null));
     yarn.submitApplication(context);
     return context.getApplicationId();
@@ -385,6 +393,9 @@ public final class MusterClient implements AutoCloseable {
       credentials.addToken(service, ConverterUtils.convertFromYarn(rm, service));
     }
     Handoff.putToken(credentials, token);
+    if (tls.isPresent()) {
+      Handoff.putTls(credentials, tls.get());
+    }
     DataOutputBuffer out = new DataOutputBuffer();
     credentials.writeTokenStorageToStream(out);
     return ByteBuffer.wrap(out.getData(), 0, out.getLength());

@@ -14,9 +14,15 @@ import java.util.List;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
 import java.util.stream.Stream;
+import java.security.PrivilegedExceptionAction;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.yarn.api.ApplicationConstants;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Muster's runtime on the cluster's file system: every class-path entry (a class directory is
@@ -25,6 +31,7 @@ import org.apache.hadoop.fs.Path;
  * container, whose class path is then its working directory's jars.
  */
 final class RuntimeStaging {
+  private static final Logger log = LoggerFactory.getLogger(RuntimeStaging.class);
   private static final String LIB = ".muster/lib";
 
   private RuntimeStaging() {}
@@ -59,6 +66,32 @@ final class RuntimeStaging {
     return new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
         job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), List.of("*"), shipped, job.placement(),
         job.preemption());
+  }
+
+  /**
+   * Deletes the job's staged files ({@code <home>/.muster/<application id>/}), if it had any: the
+   * master's last act. The runtime's jars stay for later jobs.
+   */
+  static void deleteStagedFiles(Configuration conf, YarnJob job, String applicationId) {
+    if (job.shipped().isEmpty()) {
+      return;
+    }
+    // as the submitting user, under whose home the client staged them: this process's own login is the node's user
+    UserGroupInformation submitter = UserGroupInformation.createRemoteUser(
+        System.getenv(ApplicationConstants.Environment.USER.name()));
+    try {
+      submitter.addCredentials(UserGroupInformation.getCurrentUser().getCredentials());
+      submitter.doAs((PrivilegedExceptionAction<Void>) () -> {
+        FileSystem fs = FileSystem.get(conf);
+        Path staging = MusterClient.stagingDir(fs, applicationId);
+        if (!fs.delete(staging, true)) {
+          log.warn("the job's staged files were not at {}", fs.makeQualified(staging));
+        }
+        return null;
+      });
+    } catch (IOException | InterruptedException e) {
+      log.warn("cannot delete the job's staged files: {}", e.toString());
+    }
   }
 
   /** Whether {@code file} is one of the runtime's jars {@link #stage} copied, which no later job changes. */

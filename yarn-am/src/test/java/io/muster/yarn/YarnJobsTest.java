@@ -646,7 +646,7 @@ class YarnJobsTest {
       String diagnostics = report.getDiagnostics();
       java.util.regex.Matcher m = java.util.regex.Pattern.compile("succeeded on attempt 2 \\(1 of 1 that count\\); "
           + "earlier attempts failed:\nattempt 1 of 1 failed: worker 1 on (\\S+) \\(container \\S+\\) went silent: no word "
-          + "from its executor for (\\d+) s; its NodeManager at \\1:\\d+: answers; after it, worker 0 on \\1 \\(container "
+          + "from it for (\\d+) s; its NodeManager at \\1:\\d+: answers; after it, worker 0 on \\1 \\(container "
           + "\\S+\\) exited with code 1; the last line of its stderr:\n  lost my peer \\(an executor went silent; this "
           + "attempt does not count\\)").matcher(diagnostics);
       assertTrue(m.matches(), diagnostics);

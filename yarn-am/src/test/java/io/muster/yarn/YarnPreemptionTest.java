@@ -167,7 +167,7 @@ class YarnPreemptionTest {
     assertTrue(diagnostics.startsWith("succeeded on attempt 2 (1 of 1 that count) after 1 preemption; every task "
         + "saved in 0 of them; earlier attempts were preempted:\nattempt 1 of 1 preempted: preemption notice for "
         + "worker "), diagnostics);
-    assertTrue(diagnostics.matches("(?s).*; not saved by .*worker [01] \\(exited with code -102; .*YARN exit status "
+    assertTrue(diagnostics.matches("(?s).*; not saved by .*worker [01] \\(exited with code -102; .*exit status "
         + "-102.*: the next attempt resumes from the last backup \\(this attempt does not count\\)"), diagnostics);
     assertTrue(containerLines(id).containsAll(List.of("attempt 0 ran", "attempt 1 ran")));
   }
