@@ -64,7 +64,7 @@ final class CoordinatorBench {
       }
       try (ParameterServerStrategy chief = ParameterServerStrategy.builder().cluster(cluster, new TaskId("chief", 0))
           .security(SECURITY).coordination(CoordinatorBenchTask.COORDINATION)
-          .functions(CoordinatorBenchTask.functions()).build()) {
+          .functions(CoordinatorBenchTask.functions()).join()) {
         ClusterCoordinator coordinator = chief.coordinator();
         coordinator.variables().create("scalar", new long[0], Optimizer.NONE);
         coordinator.variables().create("big", new long[] {CoordinatorBenchTask.MIB_FLOATS}, Optimizer.NONE);

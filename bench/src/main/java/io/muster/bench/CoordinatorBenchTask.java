@@ -29,7 +29,7 @@ public final class CoordinatorBenchTask {
 
   public static void main(String[] args) {
     try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().coordination(COORDINATION)
-        .functions(functions()).build()) {
+        .functions(functions()).join()) {
       strategy.serve();
     }
   }

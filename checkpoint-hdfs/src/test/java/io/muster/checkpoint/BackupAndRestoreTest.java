@@ -60,7 +60,7 @@ class BackupAndRestoreTest {
   private static MultiWorkerMirroredStrategy oneWorker(TaskServer server) {
     return MultiWorkerMirroredStrategy.builder()
         .cluster(ClusterSpec.of(Map.of("worker", List.of(server.address().toString()))), WORKER)
-        .security(SECURITY).server(server).build();
+        .security(SECURITY).server(server).join();
   }
 
   /**

@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.Durations;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationException;
 import io.muster.coordination.CoordinationOptions;

@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.Durations;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
 import io.muster.launch.OnPreemption;

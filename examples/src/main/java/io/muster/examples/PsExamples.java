@@ -159,7 +159,7 @@ public final class PsExamples {
     String example = args[0];
     List<String> options = Arrays.asList(args).subList(1, args.length);
     try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().coordination(COORDINATION)
-        .functions(functions()).build()) {
+        .functions(functions()).join()) {
       TaskId task = strategy.taskId();
       if (strategy.isCoordinator()) {
         chief(example, options, strategy.coordinator());

@@ -91,7 +91,7 @@ public final class SoftmaxRegression {
     if (settings.out().isPresent()) {
       builder.preemptionSignal("TERM"); // a notice to save at, where there is somewhere to save
     }
-    try (MultiWorkerMirroredStrategy strategy = builder.build()) {
+    try (MultiWorkerMirroredStrategy strategy = builder.join()) {
       int workers = strategy.numReplicasInSync();
       if (globalBatch % workers != 0) {
         throw new IllegalArgumentException("--global-batch " + globalBatch + " must be a multiple of the number of "

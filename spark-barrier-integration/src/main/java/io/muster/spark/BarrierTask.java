@@ -64,7 +64,7 @@ final class BarrierTask<T, R extends Serializable> extends AbstractFunction1<Ite
     try (ExecutorNotices.Listener notices = ExecutorNotices.listen(task)) {
       return BarrierTasks.inGang(ctx, gang, task, driver, host, heed, (server, cluster, security, link) -> {
         try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().cluster(cluster, task)
-            .security(security).server(server).coordination(coordination).communication(communication).build()) {
+            .security(security).server(server).coordination(coordination).communication(communication).join()) {
           heed.onPreempt = strategy.preemption()::notice;
           notices.deliverTo(notice -> {
             link.member().notice(notice);

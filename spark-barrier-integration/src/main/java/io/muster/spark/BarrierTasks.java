@@ -5,6 +5,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.collective.CollectiveException;
 import io.muster.coordination.CoordinationException;
+import io.muster.internal.FileTrees;
 import io.muster.internal.rpc.TaskServer;
 import io.muster.launch.Attempt;
 import io.muster.launch.GangMember;
@@ -19,11 +20,9 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.function.Consumer;
-import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.SparkFiles;
 import org.apache.spark.resource.ResourceInformation;
@@ -167,8 +166,8 @@ final class BarrierTasks {
   }
 
   static void deleteRecursively(Path dir) {
-    try (Stream<Path> paths = Files.walk(dir)) {
-      paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    try {
+      FileTrees.delete(dir);
     } catch (IOException e) {
       log.warn("cannot delete the work directory {}: {}", dir, e.toString());
     }

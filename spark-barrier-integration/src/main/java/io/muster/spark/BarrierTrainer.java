@@ -497,6 +497,7 @@ public final class BarrierTrainer {
      * a chief and ps tasks.
      */
     public Builder untracked(Set<TaskType> types) {
+      requireSet(types, "untracked");
       this.untracked = Set.copyOf(types);
       return this;
     }
@@ -540,6 +541,12 @@ public final class BarrierTrainer {
       return this;
     }
 
+    private static void requireSet(Object value, String option) {
+      if (value == null) {
+        throw new IllegalArgumentException(option + " must not be null; leave it unset for its default");
+      }
+    }
+
     public BarrierTrainer build() {
       if (numWorkers < (chief ? 0 : 1)) {
         throw new IllegalArgumentException("numWorkers must be >= " + (chief ? 0 : 1) + ", was " + numWorkers);
@@ -563,9 +570,9 @@ public final class BarrierTrainer {
       if (host != null && host.isBlank()) {
         throw new IllegalArgumentException("host must be a host name or address, was '" + host + "'");
       }
-      if (coordination == null || communication == null || rerun == null) {
-        throw new IllegalArgumentException("coordination, communication and rerun options must not be null");
-      }
+      requireSet(coordination, "coordination");
+      requireSet(communication, "communication");
+      requireSet(rerun, "rerun");
       if (communication.timeout().isPresent()) {
         throw new IllegalArgumentException("communication timeout is taken from the coordination heartbeat "
             + "timeout on Spark; leave CommunicationOptions.timeout empty");

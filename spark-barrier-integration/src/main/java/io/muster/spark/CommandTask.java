@@ -214,7 +214,7 @@ final class CommandTask extends AbstractFunction1<Iterator<Row>, Iterator<byte[]
     Path resultFile = workDir.resolve(TaskEnvironment.RESULT_FILE);
     String name = task.toString();
     GangMember member = link.member();
-    log.info("{}: starting `{}` (attempt {})", name, command, driver.attempt() + 1);
+    log.info("{}: starting `{}` ({})", name, command, Attempt.named(driver.attempt()));
     try (TaskProcess process = TaskProcess.start(name, command.command(), env, Path.of("").toAbsolutePath(),
         (stream, text) -> {
           if (!member.line(Line.Stream.valueOf(stream.name()), text)) {

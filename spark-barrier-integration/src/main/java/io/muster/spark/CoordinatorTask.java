@@ -49,7 +49,7 @@ final class CoordinatorTask<R extends Serializable> extends AbstractFunction1<It
       return BarrierTasks.inGang(ctx, gang, task, driver, host, new BarrierTasks.Heed(),
           (server, cluster, security, link) -> {
             try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().cluster(cluster, task)
-                .security(security).server(server).coordination(coordination).functions(functions.create()).build()) {
+                .security(security).server(server).coordination(coordination).functions(functions.create()).join()) {
               List<R> result;
               try {
                 if (strategy.isCoordinator()) {

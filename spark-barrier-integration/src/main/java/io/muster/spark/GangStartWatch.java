@@ -167,12 +167,12 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
     Set<String> removed = new HashSet<>();
     List<String> described = new ArrayList<>();
     try {
-      List<Future<String>> answers = busy.stream().map(id -> probes.submit(() ->
+      List<Future<Reachability.Answer>> answers = busy.stream().map(id -> probes.submit(() ->
           Reachability.probe(new HostPort(id.host(), id.port()), PROBE))).toList();
       for (int i = 0; i < busy.size(); i++) {
-        String answer = answers.get(i).get();
+        Reachability.Answer answer = answers.get(i).get();
         BlockManagerId id = busy.get(i);
-        if (!answer.equals("listening")) {
+        if (!(answer instanceof Reachability.Listening)) {
           log.warn("{}: executor {} on {} still runs a task of the failed gang and does not answer ({}); removing it "
               + "from the application, so that the re-run neither waits for its slot nor reads its shuffle outputs",
               attempt, id.executorId(), id.host(), answer);
@@ -295,8 +295,8 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
         if (e.port() == 0) {
           return e.host() + " not ready";
         }
-        String answer = Reachability.probe(new HostPort(e.host(), e.port()), PROBE);
-        return e.host() + ":" + e.port() + (answer.equals("listening")
+        Reachability.Answer answer = Reachability.probe(new HostPort(e.host(), e.port()), PROBE);
+        return e.host() + ":" + e.port() + (answer instanceof Reachability.Listening
             ? " running " + running.getOrDefault(e.host() + ":" + e.port(), e.numRunningTasks())
             : " not answering (" + answer + ")");
       })).toList();
@@ -342,12 +342,12 @@ final class GangStartWatch extends SparkListener implements AutoCloseable {
       return "Spark no longer lists an executor on " + host + " (lost?)";
     }
     HostPort executor = new HostPort(host, there.get(0).port());
-    String answer = Reachability.probe(executor, PROBE);
-    if (answer.equals("listening")) {
+    Reachability.Answer answer = Reachability.probe(executor, PROBE);
+    if (answer instanceof Reachability.Listening) {
       return "its executor at " + executor + " answers, so the task is still starting (reading its partition?) or stuck";
     }
     return "its executor at " + executor + ": " + answer
-        + (answer.startsWith("no answer") ? " (the host is down or cut off from the driver)" : "");
+        + (answer.silent() ? " (the host is down or cut off from the driver)" : "");
   }
 
   @Override

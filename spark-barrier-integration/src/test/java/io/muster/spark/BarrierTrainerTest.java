@@ -147,6 +147,10 @@ class BarrierTrainerTest {
     IllegalArgumentException zero = assertThrows(IllegalArgumentException.class,
         () -> BarrierTrainer.builder().numWorkers(0).build());
     assertEquals("numWorkers must be >= 1, was 0", zero.getMessage());
+    assertEquals("untracked must not be null; leave it unset for its default", assertThrows(
+        IllegalArgumentException.class, () -> BarrierTrainer.builder().untracked(null)).getMessage());
+    assertEquals("rerun must not be null; leave it unset for its default", assertThrows(
+        IllegalArgumentException.class, () -> BarrierTrainer.builder().rerun(null).build()).getMessage());
     BarrierTrainer tooMany = BarrierTrainer.builder().numWorkers(8).build();
     IllegalStateException slots = assertThrows(IllegalStateException.class,
         () -> tooMany.fit(spark.parallelize(List.of(1, 2, 3)), ctx -> "never"));

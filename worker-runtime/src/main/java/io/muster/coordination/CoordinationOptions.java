@@ -1,6 +1,5 @@
 package io.muster.coordination;
 
-import io.muster.internal.coordination.CoordinationAgent;
 import java.io.Serializable;
 import java.time.Duration;
 
@@ -9,7 +8,7 @@ import java.time.Duration;
  *
  * @param heartbeatTimeout a task silent for longer is declared failed (TensorFlow: 10 s); agents
  *     send a heartbeat every half of it, as TensorFlow's agent does
- * @param joinTimeout how long {@link CoordinationAgent#join()} waits for the leader and for every
+ * @param joinTimeout how long a task's join waits for the leader and for every
  *     task to register (TensorFlow waits an hour without a word; Muster 5 minutes, and says who is
  *     missing)
  * @param shutdownBarrierTimeout when positive, tasks shutting down wait for each other this long,

@@ -220,6 +220,17 @@ public final class Attempt {
     return number;
   }
 
+  /** {@code attempt 3}: the attempt numbered {@code number} from 0, as people count it. */
+  public static String named(int number) {
+    return "attempt " + (number + 1);
+  }
+
+  /** {@code attempt 3}. */
+  @Override
+  public String toString() {
+    return named(number);
+  }
+
   public GangSpec gang() {
     return gang;
   }
@@ -248,7 +259,7 @@ public final class Attempt {
   /** Places {@code task} where it ran in the previous attempt (a container kept). */
   public synchronized void keep(TaskId task, Placement placement) {
     if (members.containsKey(task)) {
-      throw new IllegalArgumentException(task + " is already placed in attempt " + (number + 1));
+      throw new IllegalArgumentException(task + " is already placed in " + this);
     }
     gang.member(task);
     members.put(task, new Member(task, placement, clock.instant()));
@@ -273,11 +284,11 @@ public final class Attempt {
       gang.member(task);
       Member m = members.get(task);
       if (m != null && m.placement != null && !m.placement.where().equals(placement.where())) {
-        throw new IllegalStateException(task + " from " + placement.where() + " is not attempt " + (number + 1)
-            + "'s: it runs in " + m.placement.where());
+        throw new IllegalStateException(task + " from " + placement.where() + " is not " + this + "'s: it runs in "
+            + m.placement.where());
       }
       if (m != null && m.joinedAt != null) {
-        throw new IllegalStateException(task + " has already joined attempt " + (number + 1));
+        throw new IllegalStateException(task + " has already joined " + this);
       }
       if (m == null) {
         m = new Member(task, placement, clock.instant());
@@ -718,7 +729,7 @@ public final class Attempt {
     Member m = members.get(task);
     if (m == null) {
       gang.member(task); // a task outside the gang is a launcher's bug: fail loudly
-      throw new IllegalStateException(task + " has no place in attempt " + (number + 1));
+      throw new IllegalStateException(task + " has no place in " + this);
     }
     return m;
   }

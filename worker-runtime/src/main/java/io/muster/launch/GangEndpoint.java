@@ -130,7 +130,7 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
 
   private static StatusRuntimeException notCurrent(TaskRef ref, Attempt attempt) {
     return Status.FAILED_PRECONDITION.withDescription(taskOf(ref) + " in " + ref.getContainerId() + " belongs to "
-        + "attempt " + (ref.getAttempt() + 1) + ", which is not the launcher's current attempt"
+        + Attempt.named(ref.getAttempt()) + ", which is not the launcher's current attempt"
         + (attempt == null ? "" : " (" + (attempt.number() + 1) + ")")).asRuntimeException();
   }
 
@@ -163,8 +163,7 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
       attempt.heard(task);
       switch (says.getSaysCase()) {
         case NOTICE -> attempt.notice(Map.of(task, says.getNotice().getReason()))
-            .ifPresent(notice -> log.warn("attempt {}: {}; every member is told to save and leave",
-                attempt.number() + 1, notice));
+            .ifPresent(notice -> log.warn("{}: {}; every member is told to save and leave", attempt, notice));
         case LINES -> launcher.lines(task, says.getLines().getLinesList());
         case EXIT -> exit(says.getExit());
         default -> { } // a beat: heard
@@ -195,7 +194,7 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
       }
       attempt = now;
       streams.add(this);
-      log.debug("attempt {}: {} joined at {}{}", now.number() + 1, task, join.getAddress(),
+      log.debug("{}: {} joined at {}{}", now, task, join.getAddress(),
           now.isFormed() ? "; the gang is complete" : "");
       update(); // the others heard of the join from the attempt
     }
@@ -204,7 +203,7 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
       exited = true;
       attempt.exited(task, new Attempt.Exit(exit.getCode(), exit.getAfterGangFailure(), exit.getStory(),
           exit.getStderrTailList()));
-      log.debug("attempt {}: {} exited with code {}{}", attempt.number() + 1, task, exit.getCode(),
+      log.debug("{}: {} exited with code {}{}", attempt, task, exit.getCode(),
           exit.getAfterGangFailure() ? " (after the gang failed)" : "");
       send(LauncherSays.newBuilder().setExitAck(ExitAck.newBuilder()
           .setOfferContainer(launcher.offersContainer(attempt))).build());

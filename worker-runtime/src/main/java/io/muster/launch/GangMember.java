@@ -77,6 +77,7 @@ public final class GangMember implements AutoCloseable {
   /** When the beat thread last ran, in this JVM's own time: a pause of the JVM is real time, whatever the clock. */
   private long lastBeatNanos = System.nanoTime();
   private boolean closed; // guarded by this
+  private boolean joined; // guarded by this
 
   private GangMember(TaskId task, String launcherName, Listener listener, Clock clock) {
     this.task = task;
@@ -103,11 +104,11 @@ public final class GangMember implements AutoCloseable {
   public static GangMember join(Channel channel, TaskRef ref, HostPort address, String host, String launcherName,
       Listener listener, Clock clock) {
     GangMember member = new GangMember(GangEndpoint.taskOf(ref), launcherName, listener, clock);
+    long every = Heartbeats.EVERY.toMillis();
+    member.beats.scheduleAtFixedRate(member::beat, every, every, TimeUnit.MILLISECONDS);
     GangServiceGrpc.newStub(channel).attend(member.new Incoming());
     member.send(MemberSays.newBuilder().setJoin(Join.newBuilder().setTask(ref).setAddress(address.toString())
         .setHost(host)).build());
-    long every = Heartbeats.EVERY.toMillis();
-    member.beats.scheduleAtFixedRate(member::beat, every, every, TimeUnit.MILLISECONDS);
     return member;
   }
 
@@ -188,6 +189,11 @@ public final class GangMember implements AutoCloseable {
   }
 
   private void beat() {
+    synchronized (this) {
+      if (!joined) {
+        return; // the launcher takes nothing before the join
+      }
+    }
     Instant now = clock.instant();
     long nanos = System.nanoTime();
     if (Duration.ofNanos(nanos - lastBeatNanos).compareTo(Heartbeats.EVERY.multipliedBy(3)) > 0) {
@@ -218,10 +224,20 @@ public final class GangMember implements AutoCloseable {
     }
     try {
       out.onNext(says);
+      joined |= says.hasJoin();
       return true;
     } catch (RuntimeException e) {
       log.debug("{}: could not tell {} {}: {}", task, launcherName, says.getSaysCase(), e.toString());
       return false;
+    }
+  }
+
+  /** Runs {@code action} on the listener's thread, in order; nothing once the member is closed. */
+  private void tell(Runnable action) {
+    try {
+      listening.execute(action);
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      log.debug("{}: closed; not told", task);
     }
   }
 
@@ -233,7 +249,7 @@ public final class GangMember implements AutoCloseable {
   private void lost(String reason) {
     log.error("{}: {}; ending what runs", task, reason);
     if (aborted.complete(reason)) {
-      listening.execute(() -> listener.abort(reason));
+      tell(() -> listener.abort(reason));
     }
     synchronized (this) {
       if (out != null && !closed) {
@@ -270,11 +286,11 @@ public final class GangMember implements AutoCloseable {
     private void instructed(io.muster.proto.gang.Instruction instruction) {
       String reason = instruction.getReason();
       switch (instruction.getAction()) {
-        case PREEMPT -> listening.execute(() -> listener.preempt(reason));
-        case END -> listening.execute(listener::end);
+        case PREEMPT -> tell(() -> listener.preempt(reason));
+        case END -> tell(listener::end);
         case ABORT -> {
           if (aborted.complete(reason)) {
-            listening.execute(() -> listener.abort(reason));
+            tell(() -> listener.abort(reason));
           }
         }
         default -> { }

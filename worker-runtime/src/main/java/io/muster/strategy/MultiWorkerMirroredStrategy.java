@@ -29,7 +29,7 @@ import org.slf4j.LoggerFactory;
  * Synchronous data-parallel training across the chief and workers of a job, the Java counterpart
  * of {@code tf.distribute.MultiWorkerMirroredStrategy} with one replica per task.
  *
- * <p>{@link Builder#build()} starts the task's server, joins the coordination service (waiting
+ * <p>{@link Builder#join()} starts the task's server, joins the coordination service (waiting
  * for every task, with a deadline) and sets up the collective ring. Replicas start identical by
  * {@link #broadcastFromChief}; gradients are averaged with {@link #allReduce} (MEAN by default,
  * many small arrays packed into few buffers of about {@code bytesPerPack}). When the coordination
@@ -245,7 +245,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     }
   }
 
-  /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
+  /** Options with defaults that suit most jobs; {@link #join()} checks them and the cluster. */
   public static final class Builder extends StrategyBuilder<Builder> {
     private CommunicationOptions communication = CommunicationOptions.DEFAULTS;
     private String preemptionSignal;
@@ -261,7 +261,7 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
 
     /**
      * Makes the signal {@code name} (say {@code "TERM"}, what Kubernetes, YARN and a shell send
-     * before they kill) a {@link Preemption} notice instead of the JVM's exit, from {@link #build()}
+     * before they kill) a {@link Preemption} notice instead of the JVM's exit, from {@link #join()}
      * until {@link #close()}. For a task in a JVM of its own; a launcher's JVM (Spark's executor)
      * keeps its own handlers and delivers the notice itself.
      */
@@ -271,12 +271,14 @@ public final class MultiWorkerMirroredStrategy implements AutoCloseable {
     }
 
     /**
-     * Starts the server, joins every task and sets up the ring.
+     * Starts the server, joins every task and sets up the ring: blocks until every task of the
+     * cluster has joined, or the coordination options' join timeout (5 minutes by default) has
+     * passed, naming the tasks missing.
      *
      * @throws ClusterConfigException naming what is wrong with the cluster or this task
      * @throws IllegalArgumentException naming an option set to null
      */
-    public MultiWorkerMirroredStrategy build() {
+    public MultiWorkerMirroredStrategy join() {
       requireSet(communication, "communication");
       checkCommon();
       TfConfig tfConfig = tfConfig();

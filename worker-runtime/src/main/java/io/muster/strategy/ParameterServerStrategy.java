@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * chief creates variables on the ps tasks and schedules registered functions on the workers; the ps
  * tasks and the workers only serve.
  *
- * <p>{@link Builder#build()} starts the task's server with its service (variables on a ps, the
+ * <p>{@link Builder#join()} starts the task's server with its service (variables on a ps, the
  * function runner on a worker), joins the coordination service (waiting for every task, with a
  * deadline) and, on the chief, starts the {@link #coordinator()}. A worker or ps then calls
  * {@link #serve()}, which returns when the chief closes the strategy. Workers are recoverable: one
@@ -152,7 +152,7 @@ public final class ParameterServerStrategy implements AutoCloseable {
     }
   }
 
-  /** Options with defaults that suit most jobs; {@link #build()} checks them and the cluster. */
+  /** Options with defaults that suit most jobs; {@link #join()} checks them and the cluster. */
   public static final class Builder extends StrategyBuilder<Builder> {
     private Functions functions = Functions.builder().build();
     private ClusterCoordinator.Options coordinatorOptions = ClusterCoordinator.Options.DEFAULTS;
@@ -183,12 +183,14 @@ public final class ParameterServerStrategy implements AutoCloseable {
     }
 
     /**
-     * Starts this task's server and service, joins every task, and on the chief starts the coordinator.
+     * Starts this task's server and service, joins every task, and on the chief starts the
+     * coordinator: blocks until every task of the cluster has joined, or the coordination options'
+     * join timeout (5 minutes by default) has passed, naming the tasks missing.
      *
      * @throws ClusterConfigException naming what is wrong with the cluster or this task
      * @throws IllegalArgumentException naming an option set to null
      */
-    public ParameterServerStrategy build() {
+    public ParameterServerStrategy join() {
       requireSet(functions, "functions");
       checkCommon();
       requireSet(coordinatorOptions, "coordinator");

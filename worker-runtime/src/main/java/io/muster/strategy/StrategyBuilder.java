@@ -5,22 +5,23 @@ import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationOptions;
 import io.muster.internal.coordination.TaskRuntime;
-import io.muster.rpc.Security;
 import io.muster.internal.rpc.TaskServer;
+import io.muster.rpc.BoundServer;
+import io.muster.rpc.Security;
 import java.util.Map;
 
 /**
  * What both strategies' builders take: the task (its {@code TF_CONFIG}, or a cluster and a task),
  * its security, a server the launcher already bound, the coordination options, and the
  * environment {@code TF_CONFIG} and {@code MUSTER_JOB_TOKEN} are read from when not given.
- * {@code build()} checks them, naming an option set to null.
+ * {@code join()} checks them, naming an option set to null.
  *
  * @param <B> the strategy's own builder, which each setter returns
  */
 public abstract class StrategyBuilder<B extends StrategyBuilder<B>> {
   private TfConfig config;
   private Security security;
-  private TaskServer server;
+  private BoundServer server;
   private CoordinationOptions coordination;
   private Map<String, String> environment = System.getenv();
 
@@ -45,9 +46,9 @@ public abstract class StrategyBuilder<B extends StrategyBuilder<B>> {
 
   /**
    * For launchers: a server the launcher already bound for this task, so that the address it
-   * published is the one served (it keeps ownership). The one place an internal type reaches the API.
+   * published is the one served (it keeps ownership).
    */
-  public B server(TaskServer value) {
+  public B server(BoundServer value) {
     this.server = value;
     return self();
   }
@@ -91,7 +92,11 @@ public abstract class StrategyBuilder<B extends StrategyBuilder<B>> {
   /** A runtime for the task with the coordination options, on the launcher's server when it gave one. */
   final TaskRuntime.Builder runtime(TfConfig tfConfig, Security taskSecurity) {
     TaskRuntime.Builder runtime = TaskRuntime.builder(tfConfig, taskSecurity).options(coordination);
-    return server == null ? runtime : runtime.server(server);
+    if (server != null && !(server instanceof TaskServer)) {
+      throw new IllegalArgumentException("server must be one a Muster launcher bound, was a "
+          + server.getClass().getName());
+    }
+    return server == null ? runtime : runtime.server((TaskServer) server);
   }
 
   /** @throws IllegalArgumentException naming {@code option} when {@code value} is null */

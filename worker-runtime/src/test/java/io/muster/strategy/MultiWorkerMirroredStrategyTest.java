@@ -48,7 +48,7 @@ class MultiWorkerMirroredStrategyTest {
         runs.add(CompletableFuture.supplyAsync(() -> {
           try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder()
               .cluster(cluster, server.task()).security(SECURITY).server(server)
-              .coordination(COORDINATION).communication(communication).build()) {
+              .coordination(COORDINATION).communication(communication).join()) {
             return body.apply(strategy);
           }
         }, r -> new Thread(r, "mwms-test-" + server.task()).start()));
@@ -131,11 +131,11 @@ class MultiWorkerMirroredStrategyTest {
   void configurationErrorsNameTheProblem() {
     ClusterSpec withPs = ClusterSpec.of(Map.of("worker", List.of("127.0.0.1:1"), "ps", List.of("127.0.0.1:2")));
     ClusterConfigException ps = assertThrows(ClusterConfigException.class, () -> MultiWorkerMirroredStrategy.builder()
-        .cluster(withPs, new TaskId("ps", 0)).security(SECURITY).build());
+        .cluster(withPs, new TaskId("ps", 0)).security(SECURITY).join());
     assertEquals("MultiWorkerMirroredStrategy runs on chief and worker tasks; this task is ps 0 (a ps or evaluator "
         + "runs its own server instead)", ps.getMessage());
     ClusterConfigException empty = assertThrows(ClusterConfigException.class, () -> MultiWorkerMirroredStrategy.builder()
-        .environment(Map.of("MUSTER_JOB_TOKEN", "x")).build());
+        .environment(Map.of("MUSTER_JOB_TOKEN", "x")).join());
     assertEquals("MultiWorkerMirroredStrategy needs a cluster: TF_CONFIG has no \"cluster\"", empty.getMessage());
     IllegalArgumentException pack = assertThrows(IllegalArgumentException.class,
         () -> CommunicationOptions.DEFAULTS.withBytesPerPack(-1));
@@ -148,16 +148,16 @@ class MultiWorkerMirroredStrategyTest {
   void anOptionSetToNullIsNamedAtBuild() {
     ClusterSpec one = ClusterSpec.of(Map.of("worker", List.of("127.0.0.1:1")));
     IllegalArgumentException communication = assertThrows(IllegalArgumentException.class,
-        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).communication(null).build());
+        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).communication(null).join());
     assertEquals("communication must not be null; leave it unset for its default", communication.getMessage());
     IllegalArgumentException coordination = assertThrows(IllegalArgumentException.class,
-        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).coordination(null).build());
+        () -> MultiWorkerMirroredStrategy.builder().cluster(one, new TaskId("worker", 0)).coordination(null).join());
     assertEquals("coordination must not be null; leave it unset for its default", coordination.getMessage());
     IllegalArgumentException coordinator = assertThrows(IllegalArgumentException.class,
-        () -> ParameterServerStrategy.builder().coordinator(null).build());
+        () -> ParameterServerStrategy.builder().coordinator(null).join());
     assertEquals("coordinator must not be null; leave it unset for its default", coordinator.getMessage());
     IllegalArgumentException environment = assertThrows(IllegalArgumentException.class,
-        () -> ParameterServerStrategy.builder().environment(null).build());
+        () -> ParameterServerStrategy.builder().environment(null).join());
     assertEquals("environment must not be null; leave it unset for its default", environment.getMessage());
   }
 

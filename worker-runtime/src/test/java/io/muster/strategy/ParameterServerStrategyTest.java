@@ -194,11 +194,11 @@ class ParameterServerStrategyTest {
   void aClusterWithoutPsOrWorkersIsRefusedWithTensorFlowsWords() {
     ClusterSpec noPs = ClusterSpec.of(Map.of("chief", List.of("127.0.0.1:1"), "worker", List.of("127.0.0.1:2")));
     ClusterConfigException e = assertThrows(ClusterConfigException.class,
-        () -> ParameterServerStrategy.builder().cluster(noPs, new TaskId("chief", 0)).build());
+        () -> ParameterServerStrategy.builder().cluster(noPs, new TaskId("chief", 0)).join());
     assertEquals("There must be at least one ps.", e.getMessage());
     ClusterSpec noWorker = ClusterSpec.of(Map.of("chief", List.of("127.0.0.1:1"), "ps", List.of("127.0.0.1:2")));
     e = assertThrows(ClusterConfigException.class,
-        () -> ParameterServerStrategy.builder().cluster(noWorker, new TaskId("chief", 0)).build());
+        () -> ParameterServerStrategy.builder().cluster(noWorker, new TaskId("chief", 0)).join());
     assertEquals("There must be at least one worker.", e.getMessage());
   }
 }

@@ -81,7 +81,7 @@ final class PsJob implements AutoCloseable {
     for (Map.Entry<TaskId, TaskServer> e : local.entrySet()) {
       if (!e.getKey().job().equals("chief")) {
         serving.add(CompletableFuture.runAsync(() -> {
-          try (ParameterServerStrategy s = builder(cluster, e.getKey(), e.getValue(), options).build()) {
+          try (ParameterServerStrategy s = builder(cluster, e.getKey(), e.getValue(), options).join()) {
             s.serve();
           }
         }, runnable -> {
@@ -92,7 +92,7 @@ final class PsJob implements AutoCloseable {
       }
     }
     TaskId chiefTask = new TaskId("chief", 0);
-    ParameterServerStrategy chief = builder(cluster, chiefTask, local.get(chiefTask), options).build();
+    ParameterServerStrategy chief = builder(cluster, chiefTask, local.get(chiefTask), options).join();
     return new PsJob(dir, cluster, chief, children, new ArrayList<>(local.values()), serving);
   }
 

@@ -45,7 +45,7 @@ public final class PsTaskMain {
     }
     ClusterSpec cluster = TfConfig.parse(Files.readString(clusterFile)).cluster();
     try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().cluster(cluster, task).security(security)
-        .server(server).coordination(COORDINATION).functions(PsJobFunctions.functions()).build()) {
+        .server(server).coordination(COORDINATION).functions(PsJobFunctions.functions()).join()) {
       System.out.println(task + " serving");
       strategy.serve();
       System.out.println(task + " finished");

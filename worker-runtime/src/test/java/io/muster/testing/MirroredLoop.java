@@ -11,7 +11,7 @@ import java.util.List;
  */
 public final class MirroredLoop {
   public static void main(String[] args) {
-    try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().build()) {
+    try (MultiWorkerMirroredStrategy strategy = MultiWorkerMirroredStrategy.builder().join()) {
       float[] gradients = new float[210];
       strategy.allReduce(List.of(gradients));
       System.out.println("READY");

@@ -290,8 +290,7 @@ public final class ApplicationMaster {
       }
     });
     if (!kept.isEmpty()) {
-      log.info("attempt {}: keeping {} of attempt {}'s containers: {}", next.attempt().number() + 1, kept.size(),
-          ended.attempt().number() + 1, kept.keySet().stream().map(h -> h.task() + " in " + h.id())
+      log.info("{}: keeping {} of {}'s containers: {}", next.attempt(), kept.size(), ended.attempt(), kept.keySet().stream().map(h -> h.task() + " in " + h.id())
               .collect(Collectors.joining(", ")));
     }
     return kept;
@@ -324,7 +323,7 @@ public final class ApplicationMaster {
         attempt.outcome().filter(o -> o instanceof Attempt.Failed failed && !failed.silent().isEmpty())
             .ifPresent(o -> silenced(containers, (Attempt.Failed) o));
         attempt.outcome().filter(o -> o instanceof Attempt.Failed)
-            .ifPresent(o -> log.warn("attempt {}: {}", attempt.number() + 1, ((Attempt.Failed) o).report()));
+            .ifPresent(o -> log.warn("{}: {}", attempt, ((Attempt.Failed) o).report()));
       }
       if (ended) {
         endingSince = endingSince == null ? Instant.now() : endingSince;
@@ -362,7 +361,7 @@ public final class ApplicationMaster {
       }
       outstanding.put(type, requests);
     }
-    log.info("attempt {}: asking YARN for the gang ({}) within {}", attempt.number() + 1, job.gang(),
+    log.info("{}: asking YARN for the gang ({}) within {}", attempt, job.gang(),
         io.muster.internal.Durations.words(job.gangTimeout()));
     return outstanding;
   }
@@ -378,7 +377,7 @@ public final class ApplicationMaster {
     }
     rm.removeContainerRequest(asked.get(type).poll());
     containers.add(task.get(), container);
-    log.info("attempt {}: {} runs in container {} on {}", attempt.number() + 1, task.get(), container.getId(),
+    log.info("{}: {} runs in container {} on {}", attempt, task.get(), container.getId(),
         container.getNodeId().getHost());
     launcher.start(container, task.get(), attempt.number(), why -> attempt.abort(Attempt.Kind.CLUSTER, why));
   }
@@ -391,7 +390,7 @@ public final class ApplicationMaster {
         .forEach(h -> detail.put(h.task(), "container " + h.id() + " on " + h.host()));
     if (!detail.isEmpty()) {
       Attempt attempt = containers.attempt();
-      attempt.notice(detail).ifPresent(notice -> log.warn("attempt {}: {}; {}", attempt.number() + 1, notice,
+      attempt.notice(detail).ifPresent(notice -> log.warn("{}: {}; {}", attempt, notice,
           attempt.isFormed() ? "every task is sent SIG" + job.preemption().signal() + " to save; the attempt ends once "
               + "they have exited" : "the gang has not formed: ending the attempt"));
     }
@@ -401,7 +400,7 @@ public final class ApplicationMaster {
     String id = status.getContainerId().toString();
     containers.completed(id).ifPresent(task -> {
       int exit = status.getExitStatus();
-      log.info("attempt {}: {}'s container {} ended (exit status {})", containers.attempt().number() + 1, task, id,
+      log.info("{}: {}'s container {} ended (exit status {})", containers.attempt(), task, id,
           exit);
       // preempted, or its node was lost: YARN took it away, not the job's failure
       containers.attempt().gone(task, exit, status.getDiagnostics(), exit == ContainerExitStatus.PREEMPTED
@@ -456,7 +455,7 @@ public final class ApplicationMaster {
       detail.put(h.task(), node.toString());
       if (!node.answers() && !cutOff.contains(h.host())) {
         cutOff.add(h.host());
-        lostNodes.put(h.host(), "attempt " + (containers.attempt().number() + 1) + ": " + h.task() + "'s executor "
+        lostNodes.put(h.host(), containers.attempt() + ": " + h.task() + "'s executor "
             + "went silent, and " + node);
       }
     }
@@ -471,7 +470,7 @@ public final class ApplicationMaster {
 
   private void release(GangContainers containers, List<GangContainers.Held> held, String why) {
     for (GangContainers.Held h : held) {
-      log.warn("attempt {}: container {} on {} {}; releasing it", containers.attempt().number() + 1, h.id(),
+      log.warn("{}: container {} on {} {}; releasing it", containers.attempt(), h.id(),
           h.host(), why);
       rm.releaseAssignedContainer(h.container().getId());
       containers.released(h.id());

@@ -111,16 +111,16 @@ final class ContainerLauncher implements AutoCloseable {
     return stopping.contains(containerId);
   }
 
-  /** What a container's NodeManager answered a connection attempt ({@link Reachability#probe}'s words). */
-  record NodeAnswer(HostPort node, String answer) {
+  /** What a container's NodeManager answered a connection attempt. */
+  record NodeAnswer(HostPort node, Reachability.Answer answer) {
     boolean answers() {
-      return answer.equals("listening");
+      return answer instanceof Reachability.Listening;
     }
 
     @Override
     public String toString() {
       return "its NodeManager at " + node + ": " + (answers() ? "answers"
-          : answer + (answer.startsWith("no answer") ? " (the node is down or cut off)" : ""));
+          : answer + (answer.silent() ? " (the node is down or cut off)" : ""));
     }
   }
 

@@ -41,7 +41,7 @@ final class ContainerOffers implements GangEndpoint.Launcher {
     if (!keepContainers) {
       offer.decline("the job keeps no container across attempts (" + MusterClient.KEEP_CONTAINERS + " is false)");
     } else if (!containers.offer(GangEndpoint.taskOf(request.getTask()), offer)) {
-      offer.decline("attempt " + (containers.attempt().number() + 1) + " has not failed");
+      offer.decline(containers.attempt() + " has not failed");
     }
   }
 

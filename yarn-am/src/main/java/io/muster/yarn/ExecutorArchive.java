@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import io.muster.internal.FileTrees;
 import org.apache.hadoop.conf.Configuration;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -152,7 +153,7 @@ final class ExecutorArchive {
     Files.createDirectories(home.getParent());
     if (Files.isDirectory(home)
         && Files.getLastModifiedTime(home).toInstant().isBefore(Instant.now().minus(MAKING_TIMEOUT.multipliedBy(2)))) {
-      deleteTree(home); // never finished: its maker died
+      FileTrees.delete(home); // never finished: its maker died
     }
     try {
       Files.createDirectory(home);
@@ -175,13 +176,13 @@ final class ExecutorArchive {
       made = true;
     } finally {
       if (!made) {
-        deleteTree(home);
+        FileTrees.delete(home);
       }
     }
     try (Stream<Path> archives = Files.list(home.getParent())) {
       for (Path old : archives.filter(Files::isDirectory).sorted(Comparator.comparing(ExecutorArchive::modified)
           .reversed()).skip(KEPT).toList()) {
-        deleteTree(old); // a JVM that maps its archive keeps it until it exits
+        FileTrees.delete(old); // a JVM that maps its archive keeps it until it exits
       }
     }
     return true;
@@ -215,7 +216,7 @@ final class ExecutorArchive {
       log.info("made a class-data archive for the executors in {} ms ({} MiB): {}",
           TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), Files.size(archive) >> 20, archive);
     } finally {
-      deleteTree(work);
+      FileTrees.delete(work);
       deleteQuietly(output);
     }
   }
@@ -225,17 +226,6 @@ final class ExecutorArchive {
       return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
     } catch (NoSuchAlgorithmException e) {
       throw new IOException("SHA-256 is missing from this JVM", e);
-    }
-  }
-
-  static void deleteTree(Path root) throws IOException {
-    if (!Files.exists(root)) {
-      return;
-    }
-    try (Stream<Path> tree = Files.walk(root)) {
-      for (Path p : tree.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
-      }
     }
   }
 

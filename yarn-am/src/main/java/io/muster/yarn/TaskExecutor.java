@@ -6,6 +6,7 @@ import io.muster.cluster.HostPort;
 import io.muster.cluster.TaskId;
 import io.muster.cluster.TaskType;
 import io.muster.internal.Durations;
+import io.muster.internal.FileTrees;
 import io.muster.internal.rpc.ChannelCache;
 import io.muster.launch.Attempt;
 import io.muster.launch.Gang;
@@ -110,15 +111,15 @@ public final class TaskExecutor {
   /** Offers the container to the next attempt: the task it runs there, or empty when it is not wanted. */
   private static Optional<TaskRef> awaitNextAttempt(Channel channel, TaskRef ref) {
     TaskId task = GangEndpoint.taskOf(ref);
-    log.info("{}: attempt {} failed; offering the container to the next attempt (waiting up to {})", task,
-        ref.getAttempt() + 1, Durations.words(NEXT_ATTEMPT_WAIT));
+    log.info("{}: {} failed; offering the container to the next attempt (waiting up to {})", task,
+        Attempt.named(ref.getAttempt()), Durations.words(NEXT_ATTEMPT_WAIT));
     try {
       AwaitNextAttemptResponse answer = GangServiceGrpc.newBlockingStub(channel)
           .withDeadlineAfter(NEXT_ATTEMPT_WAIT.toMillis(), TimeUnit.MILLISECONDS)
           .awaitNextAttempt(AwaitNextAttemptRequest.newBuilder().setTask(ref).build());
       if (answer.hasNext()) {
-        log.info("{}: runs {} in attempt {}", task, GangEndpoint.taskOf(answer.getNext()),
-            answer.getNext().getAttempt() + 1);
+        log.info("{}: runs {} in {}", task, GangEndpoint.taskOf(answer.getNext()),
+            Attempt.named(answer.getNext().getAttempt()));
         return Optional.of(answer.getNext());
       }
       log.info("{}: the container is not wanted for a next attempt: {}", task, answer.getReason());
@@ -187,7 +188,7 @@ public final class TaskExecutor {
     TaskEnvironment.putTemporaryDirectory(env, workDir);
     PrintStream out = System.out;
     PrintStream err = System.err;
-    log.info("{}: the gang is formed; starting `{}` (attempt {})", task, job.commands().get(type), attempt + 1);
+    log.info("{}: the gang is formed; starting `{}` ({})", task, job.commands().get(type), Attempt.named(attempt));
     // The shell traps the preemption signal, which goes to the whole process group: it lives on for
     // its child, the training command, to save, then exits with the child's code (a list's later
     // commands do not run; nor after the SIGTERM that ends an aborted attempt).
@@ -206,7 +207,7 @@ public final class TaskExecutor {
       log.info("{}: the command exited with code {}", task, code);
       if (offerContainer) { // the task's private directory goes with the task, not with the container, which lives on
         try {
-          ExecutorArchive.deleteTree(workDir);
+          FileTrees.delete(workDir);
         } catch (IOException e) {
           log.warn("{}: cannot delete the task's directory {}: {}", task, workDir, e.toString());
         }

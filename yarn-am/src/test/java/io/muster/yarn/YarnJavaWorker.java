@@ -42,7 +42,7 @@ public final class YarnJavaWorker {
     if (preemptible) {
       builder.preemptionSignal("TERM");
     }
-    try (MultiWorkerMirroredStrategy strategy = builder.build()) {
+    try (MultiWorkerMirroredStrategy strategy = builder.join()) {
       Path out = new Path(System.getenv("MUSTER_OUTPUT_DIR"));
       FileSystem fs = out.getFileSystem(new Configuration());
       WritePolicy policy = WritePolicy.of(strategy.cluster(), strategy.taskId());

@@ -25,7 +25,7 @@ public final class YarnPsTask {
       worker.variable("count").assignAdd(new float[] {1f});
       return Value.of((long) worker.task().index());
     }).build();
-    try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().functions(functions).build()) {
+    try (ParameterServerStrategy strategy = ParameterServerStrategy.builder().functions(functions).join()) {
       if (!strategy.isCoordinator()) {
         strategy.serve();
         System.out.println(strategy.taskId() + " served");

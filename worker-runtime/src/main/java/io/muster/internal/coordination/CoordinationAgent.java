@@ -173,8 +173,9 @@ public final class CoordinationAgent implements KeyValues, AutoCloseable {
         // binds every server first and starts the service once the cluster is known).
         if (code != Status.Code.UNAVAILABLE && code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNIMPLEMENTED) {
           // a transport failure of another kind (gRPC says "http2 exception"): what holds the port?
-          String probe = code == Status.Code.INTERNAL || code == Status.Code.UNKNOWN ? probe(leaderAddress) : "";
-          if (Reachability.notAMusterTask(probe)) {
+          Reachability.Answer probe = code == Status.Code.INTERNAL || code == Status.Code.UNKNOWN
+              ? probe(leaderAddress) : new Reachability.Listening();
+          if (probe instanceof Reachability.Stranger) {
             throw new PeerUnavailableException(task + " cannot register with the coordination leader " + leader
                 + ": its address " + leaderAddress + " is " + probe, e);
           }
@@ -260,9 +261,9 @@ public final class CoordinationAgent implements KeyValues, AutoCloseable {
         if (s.error().isPresent()) { // what the service said to its last attempt (refused: wrong job token)
           return s.task() + " at " + address + ": " + s.error().get();
         }
-        String probe = probe(HostPort.parse(address));
-        return s.task() + " at " + address + ": "
-            + (probe.equals("listening") ? "listening, but not registered with the coordination service" : probe);
+        Reachability.Answer probe = probe(HostPort.parse(address));
+        return s.task() + " at " + address + ": " + (probe instanceof Reachability.Listening
+            ? "listening, but not registered with the coordination service" : probe);
       }));
     }
     return missing.size() + " of " + states.size() + " tasks missing: "
@@ -274,22 +275,23 @@ public final class CoordinationAgent implements KeyValues, AutoCloseable {
     List<CompletableFuture<String>> probes = cluster.allTasks().stream().filter(t -> !t.equals(task))
         .map(t -> CompletableFuture.supplyAsync(() -> {
           String address = cluster.taskAddress(t);
-          String probe = probe(HostPort.parse(address));
-          return probe.equals("listening") ? null : t + " at " + address + ": " + probe;
+          Reachability.Answer probe = probe(HostPort.parse(address));
+          return probe instanceof Reachability.Listening ? null : t + " at " + address + ": " + probe;
         })).toList();
     List<String> down = probes.stream().map(CompletableFuture::join).filter(java.util.Objects::nonNull).toList();
     return down.isEmpty() ? "every other task's address answers from " + task
         : "not answering from " + task + ": " + String.join("; ", down);
   }
 
-  /** What answers at a peer's address: gRPC ({@code "listening"}), something else, or nothing, and why. */
-  private String probe(HostPort address) {
+  /** What answers at a peer's address: gRPC, something else, or nothing, and why. */
+  private Reachability.Answer probe(HostPort address) {
     return tls ? Reachability.probe(address, PROBE_TIMEOUT) : Reachability.identify(address, PROBE_TIMEOUT);
   }
 
   private String leaderUnreachable(StatusRuntimeException e) {
-    String probe = probe(leaderAddress);
-    String detail = probe.equals("listening") ? e.getStatus().getCode() + " " + e.getStatus().getDescription() : probe;
+    Reachability.Answer probe = probe(leaderAddress);
+    String detail = probe instanceof Reachability.Listening ? e.getStatus().getCode() + " "
+        + e.getStatus().getDescription() : probe.toString();
     return "coordination leader " + leader + " at " + leaderAddress + ": " + detail;
   }
 

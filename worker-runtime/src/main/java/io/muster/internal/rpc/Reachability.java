@@ -23,11 +23,47 @@ public final class Reachability {
 
   private Reachability() {}
 
-  /** One TCP connection attempt, closed at once; returns {@code "listening"} when it connects. */
-  public static String probe(HostPort peer, Duration timeout) {
+  /** What a probe found; its words are its {@code toString()}. */
+  public sealed interface Answer permits Listening, NoAnswer, Stranger {
+    /** Whether nothing answered at all in time: the host is down or cut off. */
+    default boolean silent() {
+      return this instanceof NoAnswer no && no.silent();
+    }
+  }
+
+  /** Something listens there (and, for {@link #identify}, answers gRPC's HTTP/2 greeting). */
+  public record Listening() implements Answer {
+    @Override
+    public String toString() {
+      return "listening";
+    }
+  }
+
+  /**
+   * Nothing answered as it should: {@code why} ({@code connection refused}, {@code no answer within
+   * 500 ms}, …); {@code silent} when not even the connection was answered in time, as with a host
+   * down or cut off.
+   */
+  public record NoAnswer(String why, boolean silent) implements Answer {
+    @Override
+    public String toString() {
+      return why;
+    }
+  }
+
+  /** A program that is not a Muster task holds the port: {@code what} it answered. */
+  public record Stranger(String what) implements Answer {
+    @Override
+    public String toString() {
+      return "held by a program that is not a Muster task: " + what;
+    }
+  }
+
+  /** One TCP connection attempt, closed at once: {@link Listening} when it connects. */
+  public static Answer probe(HostPort peer, Duration timeout) {
     try (Socket socket = new Socket()) {
       socket.connect(new InetSocketAddress(peer.host(), peer.port()), (int) timeout.toMillis());
-      return "listening";
+      return new Listening();
     } catch (IOException | IllegalArgumentException e) {
       return failed(e, peer, timeout);
     }
@@ -36,16 +72,15 @@ public final class Reachability {
   /** HTTP/2's client connection preface, then an empty SETTINGS frame: every HTTP/2 server answers with its SETTINGS. */
   private static final byte[] PREFACE = ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
   private static final byte[] EMPTY_SETTINGS = {0, 0, 0, 4, 0, 0, 0, 0, 0};
-  private static final String NOT_MUSTER = "held by a program that is not a Muster task: ";
 
   /**
    * As {@link #probe}, and when something listens, whether it speaks HTTP/2 as a task's gRPC server
-   * does (a plaintext server; with TLS use {@link #probe}): {@code "listening"} when it answers
-   * HTTP/2, else {@code "held by a program that is not a Muster task: "} and what it answered
-   * ({@code it answered 'HTTP/1.1 400 Bad Request'}) or that it closed the connection; one that
-   * keeps silent past the timeout is reported as such, without a verdict.
+   * does (a plaintext server; with TLS use {@link #probe}): {@link Listening} when it answers
+   * HTTP/2, else a {@link Stranger} and what it answered ({@code it answered 'HTTP/1.1 400 Bad
+   * Request'}) or that it closed the connection; one that keeps silent past the timeout is a
+   * {@link NoAnswer} saying so, without a verdict.
    */
-  public static String identify(HostPort peer, Duration timeout) {
+  public static Answer identify(HostPort peer, Duration timeout) {
     try (Socket socket = new Socket()) {
       socket.connect(new InetSocketAddress(peer.host(), peer.port()), (int) timeout.toMillis());
       socket.setSoTimeout((int) timeout.toMillis());
@@ -62,29 +97,24 @@ public final class Reachability {
         }
       } catch (SocketTimeoutException e) {
         if (got == 0) { // a task too busy to answer in time looks the same: say no more than was seen
-          return "listening, but it did not answer gRPC's HTTP/2 greeting within " + timeout.toMillis()
-              + " ms (a task too busy to answer, or a program that is not a Muster task)";
+          return new NoAnswer("listening, but it did not answer gRPC's HTTP/2 greeting within " + timeout.toMillis()
+              + " ms (a task too busy to answer, or a program that is not a Muster task)", false);
         }
       } catch (IOException e) {
         if (got == 0) {
-          return NOT_MUSTER + "it closed the connection at gRPC's HTTP/2 greeting (" + e.getMessage() + ")";
+          return new Stranger("it closed the connection at gRPC's HTTP/2 greeting (" + e.getMessage() + ")");
         }
       }
       if (got == 0) {
-        return NOT_MUSTER + "it closed the connection at gRPC's HTTP/2 greeting without a word";
+        return new Stranger("it closed the connection at gRPC's HTTP/2 greeting without a word");
       }
       if (got >= 9 && answer[3] == 4 && (answer[4] & 1) == 0) { // a SETTINGS frame, not its acknowledgement
-        return "listening";
+        return new Listening();
       }
-      return NOT_MUSTER + "it answered " + describe(answer, got) + " to gRPC's HTTP/2 greeting";
+      return new Stranger("it answered " + describe(answer, got) + " to gRPC's HTTP/2 greeting");
     } catch (IOException | IllegalArgumentException e) {
       return failed(e, peer, timeout);
     }
-  }
-
-  /** Whether a probe's answer says the port is held by something that is not a task's gRPC server. */
-  public static boolean notAMusterTask(String probe) {
-    return probe.startsWith(NOT_MUSTER);
   }
 
   /** The first line of a text answer, quoted; otherwise its first bytes in hex. */
@@ -101,19 +131,11 @@ public final class Reachability {
   }
 
   /** What a failed connection attempt (or a failed exchange after it) says, in words. */
-  private static String failed(Exception e, HostPort peer, Duration timeout) {
-    if (e instanceof UnknownHostException) {
-      return "unknown host '" + peer.host() + "'";
-    }
-    if (e instanceof ConnectException) {
-      return "connection refused";
-    }
-    if (e instanceof SocketTimeoutException) {
-      return "no answer within " + timeout.toMillis() + " ms";
-    }
-    if (e instanceof NoRouteToHostException) {
-      return "no route to host";
-    }
-    return String.valueOf(e.getMessage());
+  private static NoAnswer failed(Exception e, HostPort peer, Duration timeout) {
+    return new NoAnswer(e instanceof UnknownHostException ? "unknown host '" + peer.host() + "'"
+        : e instanceof ConnectException ? "connection refused"
+        : e instanceof SocketTimeoutException ? "no answer within " + timeout.toMillis() + " ms"
+        : e instanceof NoRouteToHostException ? "no route to host"
+        : String.valueOf(e.getMessage()), e instanceof SocketTimeoutException);
   }
 }

@@ -1,5 +1,6 @@
 package io.muster.internal.rpc;
 
+import io.muster.rpc.BoundServer;
 import io.muster.rpc.Security;
 import io.muster.rpc.TlsFiles;
 import io.grpc.BindableService;
@@ -46,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * closed; connections that do not speak gRPC are logged as one WARN line, at most once per remote
  * address per minute, instead of gRPC's stack traces ({@link Strangers}).
  */
-public final class TaskServer implements AutoCloseable {
+public final class TaskServer implements BoundServer {
 
   private static final Logger log = LoggerFactory.getLogger(TaskServer.class);
   private static final Duration GRACE = Duration.ofSeconds(5);
@@ -145,6 +146,7 @@ public final class TaskServer implements AutoCloseable {
   }
 
   /** The address peers reach this task at, with the bound port. */
+  @Override
   public HostPort address() {
     return address;
   }
@@ -153,6 +155,7 @@ public final class TaskServer implements AutoCloseable {
     return address.port();
   }
 
+  @Override
   public TaskId task() {
     return task;
   }
@@ -168,6 +171,7 @@ public final class TaskServer implements AutoCloseable {
    * without a word. (A graceful stop waits for every client to acknowledge it, up to 10 s in
    * gRPC, and one on a host cut off never does.)
    */
+  @Override
   public void closeNow() {
     close(Duration.ZERO);
   }

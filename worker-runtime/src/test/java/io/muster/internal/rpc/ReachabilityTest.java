@@ -46,7 +46,7 @@ class ReachabilityTest {
     try (TaskServer server = TaskServer.start(new TaskId("worker", 0), new HostPort("127.0.0.1", 0),
         Security.of(JobToken.of("reachability-token")))) {
       // a generous timeout: a server just started on a loaded machine may take a while to answer first
-      assertEquals("listening", Reachability.identify(server.address(), Duration.ofSeconds(10)));
+      assertEquals(new Reachability.Listening(), Reachability.identify(server.address(), Duration.ofSeconds(10)));
     }
   }
 
@@ -54,8 +54,11 @@ class ReachabilityTest {
   void anHttp1ServerIsQuotedByItsFirstLine() throws Exception {
     try (ServerSocket http = answering("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"
         .getBytes(StandardCharsets.US_ASCII))) {
+      Reachability.Answer answer = Reachability.identify(at(http), TIMEOUT);
+      assertEquals(new Reachability.Stranger("it answered 'HTTP/1.1 400 Bad Request' to gRPC's HTTP/2 greeting"),
+          answer);
       assertEquals("held by a program that is not a Muster task: it answered 'HTTP/1.1 400 Bad Request' to gRPC's "
-          + "HTTP/2 greeting", Reachability.identify(at(http), TIMEOUT));
+          + "HTTP/2 greeting", answer.toString());
     }
   }
 
@@ -63,16 +66,17 @@ class ReachabilityTest {
   void garbageIsShownAsItsFirstBytes() throws Exception {
     try (ServerSocket garbage = answering(new byte[] {(byte) 0xde, (byte) 0xad, (byte) 0xbe, (byte) 0xef, 1, 2, 3, 4, 5,
         6})) {
-      assertEquals("held by a program that is not a Muster task: it answered 10 bytes that are not HTTP/2 "
-          + "(de ad be ef 01 02 03 04 05 06) to gRPC's HTTP/2 greeting", Reachability.identify(at(garbage), TIMEOUT));
+      assertEquals(new Reachability.Stranger("it answered 10 bytes that are not HTTP/2 (de ad be ef 01 02 03 04 05 06) "
+          + "to gRPC's HTTP/2 greeting"), Reachability.identify(at(garbage), TIMEOUT));
     }
   }
 
   @Test
   void aSilentServerIsReportedWithoutAVerdict() throws Exception {
     try (ServerSocket silent = answering(new byte[0])) {
-      assertEquals("listening, but it did not answer gRPC's HTTP/2 greeting within 500 ms (a task too busy to "
-          + "answer, or a program that is not a Muster task)", Reachability.identify(at(silent), TIMEOUT));
+      assertEquals(new Reachability.NoAnswer("listening, but it did not answer gRPC's HTTP/2 greeting within 500 ms (a "
+          + "task too busy to answer, or a program that is not a Muster task)", false), Reachability.identify(at(silent),
+          TIMEOUT));
     }
   }
 
@@ -82,6 +86,7 @@ class ReachabilityTest {
     try (ServerSocket free = new ServerSocket(0)) {
       port = free.getLocalPort();
     }
-    assertEquals("connection refused", Reachability.identify(new HostPort("127.0.0.1", port), TIMEOUT));
+    assertEquals(new Reachability.NoAnswer("connection refused", false), Reachability.identify(
+        new HostPort("127.0.0.1", port), TIMEOUT));
   }
 }

@@ -43,7 +43,8 @@ class TaskServerTest {
     try (TaskServer server = TaskServer.start(WORKER_0, new HostPort("127.0.0.1", 0), SECURITY)) {
       assertNotEquals(0, server.port());
       assertEquals("127.0.0.1:" + server.port(), server.address().toString());
-      assertEquals("listening", Reachability.probe(server.address(), java.time.Duration.ofSeconds(1)));
+      assertEquals(new Reachability.Listening(), Reachability.probe(server.address(),
+          java.time.Duration.ofSeconds(1)));
     }
   }
 
