@@ -18,6 +18,8 @@ import java.util.regex.Pattern;
  * host's {@code work/} directory. Jobs are submitted with Spark's own {@code SparkSubmit}.
  */
 public final class SparkStandalone implements AutoCloseable {
+  /** The Master's web UI, asked often while a test waits for a Worker: one client, not one a call. */
+  private final java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
 
   static final int PORT = 7077;
   private static final Duration START = Duration.ofMinutes(2);
@@ -132,7 +134,7 @@ public final class SparkStandalone implements AutoCloseable {
    */
   public long lastHeartbeat(Host worker) {
     try {
-      String json = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+      String json = http.send(java.net.http.HttpRequest.newBuilder(
           java.net.URI.create("http://" + masterHost.address() + ":8080/json/")).timeout(java.time.Duration.ofSeconds(5))
           .build(), java.net.http.HttpResponse.BodyHandlers.ofString()).body();
       for (String entry : json.split("\"id\"")) {

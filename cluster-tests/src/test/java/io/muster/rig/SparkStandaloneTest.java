@@ -179,8 +179,8 @@ class SparkStandaloneTest {
     // a checkpoint and a backup every epoch: the kill lands in or between saves, which follow one another
     try (HostProcess p = spark.submit(client, "submit-datanode-killed", hdfs.conf(),
         submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", List.of("--data", hdfs.uri() + "/data/blobs.csv",
-            "--workers", "3", "--global-batch", "60", "--epochs", "30", "--out", out)))) {
-      p.awaitLine(Pattern.compile("INFO  epoch 3/30: "), JOB, "epoch 3");
+            "--workers", "3", "--global-batch", "60", "--epochs", "15", "--out", out)))) {
+      p.awaitLine(Pattern.compile("INFO  epoch 3/15: "), JOB, "epoch 3");
       hdfs.killDataNode(rig.host(4));
       try {
         assertEquals(0, p.waitFor(JOB), p.tail());
@@ -191,7 +191,7 @@ class SparkStandaloneTest {
     }
     try (HostProcess p = client.start("checkpoint-verify", checkpointVerify(out + "/ckpt"), Map.of())) {
       assertEquals(0, p.waitFor(JOB), p.tail());
-      assertTrue(String.join("\n", p.stdout()).contains("ckpt-30"), p.tail());
+      assertTrue(String.join("\n", p.stdout()).contains("ckpt-15"), p.tail());
     }
   }
 
@@ -307,7 +307,7 @@ class SparkStandaloneTest {
     String out = hdfs.uri() + "/jobs/spare-host-" + victim;
     List<String> args = new ArrayList<>(List.of("--conf", "spark.hadoop.dfs.client.socket-timeout=5000"));
     args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkDemo", 4, List.of("--data", hdfs.uri()
-        + "/data/blobs.csv", "--workers", "3", "--global-batch", "60", "--epochs", "120", "--out", out)));
+        + "/data/blobs.csv", "--workers", "3", "--global-batch", "60", "--epochs", "50", "--out", out)));
     Set<Path> before = new HashSet<>(executorDirs());
     HostProcess run;
     Host cut;
@@ -318,7 +318,7 @@ class SparkStandaloneTest {
     Duration exitedAfterResult;
     try (HostProcess p = spark.submit(client, "submit-spare-host-" + victim, hdfs.conf(), args)) {
       run = p;
-      p.awaitLine(Pattern.compile("INFO  epoch 5/120: "), JOB, "epoch 5");
+      p.awaitLine(Pattern.compile("INFO  epoch 5/50: "), JOB, "epoch 5");
       cut = hostLogging(before, "worker " + victim + ": MultiWorkerMirroredStrategy ready").get(0);
       long cutNanos = System.nanoTime();
       cutAt = System.currentTimeMillis();
@@ -327,7 +327,7 @@ class SparkStandaloneTest {
         int failed = awaitLineFrom(p, 0, Pattern.compile("attempt 1 of 2 failed: .*re-running the gang"), "attempt 1's "
             + "failure");
         failedAfter = Duration.ofNanos(System.nanoTime() - cutNanos);
-        awaitLineFrom(p, failed + 1, Pattern.compile("INFO  epoch \\d+/120: "), "attempt 2's first epoch");
+        awaitLineFrom(p, failed + 1, Pattern.compile("INFO  epoch \\d+/50: "), "attempt 2's first epoch");
         trainingAgainAfter = Duration.ofNanos(System.nanoTime() - cutNanos);
       } finally {
         cut.healLink();
@@ -399,7 +399,7 @@ class SparkStandaloneTest {
     try (HostProcess p = client.start("checkpoint-verify-spare-host-" + victim, checkpointVerify(out + "/ckpt"),
         Map.of())) {
       assertEquals(0, p.waitFor(JOB), p.tail());
-      assertTrue(String.join("\n", p.stdout()).contains("ckpt-120"), p.tail());
+      assertTrue(String.join("\n", p.stdout()).contains("ckpt-50"), p.tail());
     }
   }
 
@@ -478,7 +478,7 @@ class SparkStandaloneTest {
   @Order(Integer.MAX_VALUE - 1)
   void aHostCutWhileTheGangRunsFailsItWithinSecondsAndAReRunWithoutTheSlotFailsAtTheSlotTimeout() throws Exception {
     Host cut = rig.host(3);
-    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.slotTimeout=20s"));
+    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.slotTimeout=10s"));
     args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3",
         "--max-attempts", "2", "--", "sh", "-c", "echo \"started on $(hostname)\"; sleep 120")));
     HostProcess run;
@@ -512,12 +512,12 @@ class SparkStandaloneTest {
         + "from it for 10 s \\(a member went silent; this attempt does not count\\)").matcher(err).find(), run.tail());
     assertTrue(Pattern.compile("attempt 2 \\(1 of 2 that count\\): the gang needs 3 free task slots at once, 2 are free "
         + "\\(executors: .*"
-        + "host3:\\d+ not answering \\(no answer within 2000 ms\\).*\\); waiting up to 20 s for them").matcher(err).find(),
+        + "host3:\\d+ not answering \\(no answer within 2000 ms\\).*\\); waiting up to 10 s for them").matcher(err).find(),
         run.tail());
     String failure = last(run.stderr());
     assertTrue(Pattern.compile("muster spark-run: training failed on attempt 2 \\(1 of 2 that count\\): the gang needs 3 "
         + "free task slots "
-        + "at once, and 2 were free after 20 s \\(spark\\.muster\\.slotTimeout\\): executors: .*host3:\\d+ not answering "
+        + "at once, and 2 were free after 10 s \\(spark\\.muster\\.slotTimeout\\): executors: .*host3:\\d+ not answering "
         + "\\(no answer within 2000 ms\\)").matcher(failure).find(), failure);
     // hang guards, not speed targets: Spark's own detection takes spark.network.timeout (120 s)
     assertTrue(failedAfter.compareTo(Duration.ofSeconds(30)) < 0, "attempt 1 failed " + failedAfter + " after the cut");
@@ -528,7 +528,7 @@ class SparkStandaloneTest {
   @Order(Integer.MAX_VALUE)
   void aHostCutBeforeTheGangFormsFailsTheRunAtTheGangTimeoutNamingTheHostAndWhatItAnswered() throws Exception {
     Host cut = rig.host(3);
-    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.gangTimeout=45s"));
+    List<String> args = new ArrayList<>(List.of("--conf", "spark.muster.gangTimeout=30s"));
     args.addAll(submitArgs(spark.masterUrl(), "io.muster.examples.SparkRun", List.of("--workers", "3", "--", "sh", "-c",
         "echo the command ran")));
     // The driver submits the gang once three executors have registered; cut host3 the moment its executor has
@@ -555,7 +555,7 @@ class SparkStandaloneTest {
         // it was ready) Spark had no slot there: either way the line names host3 and its silence.
         String failure = last(p.stderr());
         assertTrue(failure.startsWith("muster spark-run: training failed on attempt 1 of 1: the gang was not formed "
-            + "within the gang timeout of 45 s: "), failure);
+            + "within the gang timeout of 30 s: "), failure);
         assertTrue(Pattern.compile("(worker \\d was started on host3 \\(executor \\d+\\) \\d+ s ago and has not "
             + "joined; its executor at host3:\\d+: no answer within 2000 ms \\(the host is down or cut off from the "
             + "driver\\))|(not started by Spark, .* host3:\\d+ not answering \\(no answer within 2000 ms\\))")

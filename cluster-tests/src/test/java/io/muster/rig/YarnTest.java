@@ -67,8 +67,10 @@ class YarnTest {
   void aGangOfThreeRunsOnThreeHostsWithTfConfigsNamingThemAndItsStatusPageBehindTheTrackingUrl() throws Exception {
     String page;
     HostProcess run;
+    // the commands run until the test has read the status page (a file every host sees), 60 s at most
+    Path read = rig.dir().resolve("tf-config-page-read");
     try (HostProcess submit = yarn.muster(rig.host(1), "submit-tf-config", List.of("submit", "--worker-instances", "3",
-        "--worker-memory", ONE_PER_HOST, "--command", "echo \"$(hostname) $TF_CONFIG\"; sleep 20"))) {
+        "--worker-memory", ONE_PER_HOST, "--command", "echo \"$(hostname) $TF_CONFIG\"; " + waitFor(read)))) {
       run = submit;
       // the master's status page, through the ResourceManager's proxy, while the gang runs
       submit.awaitLine(Pattern.compile("attempt 1: 3 workers running"), JOB, "every worker running");
@@ -80,6 +82,7 @@ class YarnTest {
           HttpResponse.BodyHandlers.ofString());
       assertEquals(200, status.statusCode(), status.body());
       page = status.body();
+      Files.createFile(read);
       assertEquals(0, submit.waitFor(JOB), submit.tail());
     }
     assertTrue(last(run.stdout()).endsWith("SUCCEEDED: succeeded on attempt 1 of 1"), run.tail());
@@ -227,11 +230,12 @@ class YarnTest {
     String page;
     String html;
     Duration rerun;
-    // the first attempt's commands run until the cut; the second's a few seconds, for the status page to be read
+    // the first attempt's commands run until the cut; the second's until the status page has been read
+    Path read = rig.dir().resolve("cut-while-running-page-read");
     try (HostProcess submit = yarn.muster(rig.host(1), "submit-cut-while-running", List.of("submit",
         "--worker-instances", "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "1", "--command",
-        "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > /tmp/cut-while-running.pid; sleep 300; fi; sleep 5; "
-            + "echo \"ran on $(hostname)\""))) {
+        "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then echo $$ > /tmp/cut-while-running.pid; sleep 300; fi; " + waitFor(read)
+            + "; echo \"ran on $(hostname)\""))) {
       run = submit;
       app = applicationId(submit);
       cut = workerHost(app, submit);
@@ -253,6 +257,7 @@ class YarnTest {
             .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofString()).body();
         html = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(base))
             .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofString()).body();
+        Files.createFile(read);
         assertEquals(0, submit.waitFor(JOB), submit.tail());
       } finally {
         cut.healLink();
@@ -301,14 +306,14 @@ class YarnTest {
     String app;
     HostProcess run;
     try (HostProcess submit = yarn.muster(rig.host(1), "submit-cut-before-gang", List.of("submit", "--worker-instances",
-        "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "2", "--gang-timeout", "75s", "--command",
+        "3", "--worker-memory", ONE_PER_HOST, "--max-attempts", "2", "--gang-timeout", "30s", "--command",
         "echo \"ran on $(hostname)\""))) {
       run = submit;
       app = applicationId(submit);
       // Cut a host other than the master's the moment its NodeManager is asked to start a worker's container:
-      // the container starts, but its executor cannot register, and the NodeManager goes silent. The gang
-      // timeout is above HDFS's 60 s dfs.client.socket-timeout: the cut host is a DataNode too, and a container
-      // localizing the staged runtime from it waits that long before it reads another replica.
+      // the container starts, but its executor cannot register, and the NodeManager goes silent. The cut host is
+      // a DataNode too: a container localizing the staged runtime from it waits the rig's 5 s
+      // dfs.client.socket-timeout before it reads another replica, well inside the gang timeout.
       cut = workerHost(app, submit);
       cut.cutLink();
       try {
@@ -321,7 +326,7 @@ class YarnTest {
     assertTrue(out.contains("SUCCEEDED: succeeded on attempt 2 of 2"), run.tail());
     // The container never registered (the start request got through), or its start call timed out (it did not).
     Matcher failed = Pattern.compile("attempt 1 of 2 failed: (the gang was not formed within the gang timeout of "
-        + "75 s: .*missing: .*worker \\d \\(container container_\\S+ on " + cut.name() + " never registered; its "
+        + "30 s: .*missing: .*worker \\d \\(container container_\\S+ on " + cut.name() + " never registered; its "
         + "NodeManager at " + cut.name() + ":\\d+: no answer within 2000 ms \\(the node is down or cut off\\)\\)|worker \\d's "
         + "container container_\\S+ could not be started on " + cut.name() + ":\\d+: .*timeout)").matcher(out);
     assertTrue(failed.find(), run.tail());
@@ -329,6 +334,11 @@ class YarnTest {
     assertEquals(3, ranOn.size(), "every worker of the retry ran once: " + ranOn);
     assertEquals(3, ranOn.stream().distinct().count(), "one per host: " + ranOn);
     assertTrue(!ranOn.contains(cut.name()), "none on the cut host: " + ranOn);
+  }
+
+  /** A shell loop that waits until {@code file} exists, 60 s at most (every host sees the rig's directory). */
+  private static String waitFor(Path file) {
+    return "n=0; while [ ! -e " + file + " ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done";
   }
 
   /** The application's id, once {@code submit} has printed it. */

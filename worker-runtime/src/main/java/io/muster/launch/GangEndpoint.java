@@ -155,10 +155,13 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
         join(says.getJoin());
         return;
       }
-      if (attempt == null || exited) {
-        fail(Status.FAILED_PRECONDITION.withDescription("a member says " + says.getSaysCase() + " before it joined or "
-            + "after its exit").asRuntimeException());
+      if (attempt == null) {
+        fail(Status.FAILED_PRECONDITION.withDescription("a member says " + says.getSaysCase() + " before it joined")
+            .asRuntimeException());
         return;
+      }
+      if (exited) {
+        return; // its beats until it closes: the attempt has its exit
       }
       attempt.heard(task);
       switch (says.getSaysCase()) {
@@ -205,9 +208,9 @@ public final class GangEndpoint extends GangServiceGrpc.GangServiceImplBase impl
           exit.getStderrTailList()));
       log.debug("{}: {} exited with code {}{}", attempt, task, exit.getCode(),
           exit.getAfterGangFailure() ? " (after the gang failed)" : "");
+      // the stream stays open: a member that failed waits for the attempt's verdict on it
       send(LauncherSays.newBuilder().setExitAck(ExitAck.newBuilder()
           .setOfferContainer(launcher.offersContainer(attempt))).build());
-      close();
     }
 
     /** Sends what changed for this member: the formed gang, its instruction. */

@@ -78,6 +78,8 @@ public final class GangMember implements AutoCloseable {
   private long lastBeatNanos = System.nanoTime();
   private boolean closed; // guarded by this
   private boolean joined; // guarded by this
+  /** Whether the launcher acknowledged the exit: the stream then ends as the member's last word. */
+  private volatile boolean acknowledged;
 
   private GangMember(TaskId task, String launcherName, Listener listener, Clock clock) {
     this.task = task;
@@ -172,14 +174,19 @@ public final class GangMember implements AutoCloseable {
     }
   }
 
-  /** Ends the stream (a member that did not report its exit is lost to the launcher); a wait for the gang ends. */
+  /**
+   * Ends the stream: after the exit was acknowledged, as the member's last word; before, as a member
+   * lost to the launcher. A wait for the gang ends.
+   */
   @Override
   public void close() {
     aborted.complete(task + " left the gang");
     synchronized (this) {
       if (!closed) {
         closed = true;
-        if (out != null && !exitAck.isDone()) {
+        if (out != null && acknowledged) {
+          out.onCompleted();
+        } else if (out != null) {
           out.cancel("the member closed its link", null);
         }
       }
@@ -278,7 +285,10 @@ public final class GangMember implements AutoCloseable {
       switch (says.getSaysCase()) {
         case FORMED -> formed.complete(says.getFormed().getAddressesList().stream().map(HostPort::parse).toList());
         case INSTRUCTION -> instructed(says.getInstruction());
-        case EXIT_ACK -> exitAck.complete(says.getExitAck().getOfferContainer());
+        case EXIT_ACK -> {
+          acknowledged = true;
+          exitAck.complete(says.getExitAck().getOfferContainer());
+        }
         default -> { } // a beat
       }
     }
@@ -300,7 +310,7 @@ public final class GangMember implements AutoCloseable {
     @Override
     public void onError(Throwable t) {
       Status status = Status.fromThrowable(t);
-      if (exitAck.isDone() || status.getCode() == Status.Code.CANCELLED && closedByUs()) {
+      if (status.getCode() == Status.Code.CANCELLED && closedByUs()) {
         return;
       }
       lost(status.getCode() == Status.Code.FAILED_PRECONDITION

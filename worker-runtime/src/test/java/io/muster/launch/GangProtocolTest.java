@@ -165,6 +165,30 @@ class GangProtocolTest {
     }
   }
 
+  /** A member whose command failed waits, after its exit, for the verdict: it comes once the cause window has passed. */
+  @Test
+  void aMemberThatExitedHearsTheVerdictAfterItsExit() throws Exception {
+    FakeClock clock = new FakeClock();
+    try (Launcher launcher = new Launcher(TOKEN)) {
+      Attempt attempt = twoWorkers(clock);
+      launcher.endpoint.start(attempt);
+      try (GangMember w0 = launcher.join(WORKER_0, 0, new Heard(), Clock.systemUTC());
+          GangMember w1 = launcher.join(WORKER_1, 0, new Heard(), Clock.systemUTC())) {
+        w1.awaitGang(Duration.ofSeconds(10));
+        assertFalse(w1.exited(Attempt.Exit.ofCommand(3, List.of("bad data"), false)));
+        assertEquals(Optional.empty(), w1.awaitAbort(Duration.ofMillis(300)), "the cause window is not over");
+        for (int s = 0; s < 3; s++) {
+          clock.advance(Duration.ofSeconds(1));
+          attempt.heard(WORKER_0);
+          Thread.sleep(150); // a tick of the endpoint's
+        }
+        assertEquals(Optional.of("worker 1 on 127.0.0.1 (executor 1) exited with code 3; the last line of its "
+            + "stderr:\n  bad data"), w1.awaitAbort(Duration.ofSeconds(10)));
+      }
+      assertEquals(Attempt.Kind.OWN, ((Attempt.Failed) attempt.outcome().orElseThrow()).kind());
+    }
+  }
+
   @Test
   void aNoticeFromOneMemberIsToldToEveryMember() throws Exception {
     try (Launcher launcher = new Launcher(TOKEN)) {

@@ -10,13 +10,11 @@ import io.muster.launch.GangEndpoint;
 import io.muster.launch.Rerun;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
-import java.io.IOException;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Deque;
 import java.util.EnumMap;
 import java.util.HashMap;
@@ -29,7 +27,6 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.stream.Collectors;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.security.Credentials;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.yarn.api.ApplicationConstants;
@@ -44,7 +41,6 @@ import org.apache.hadoop.yarn.api.records.Priority;
 import org.apache.hadoop.yarn.client.api.AMRMClient;
 import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
 import org.apache.hadoop.yarn.client.api.NMClient;
-import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.exceptions.YarnException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -73,8 +69,6 @@ public final class ApplicationMaster {
   private static final Duration ALLOCATION_POLL = Duration.ofMillis(50);
   /** How long finished or aborted containers get to end on their own before they are stopped. */
   private static final Duration END_GRACE = Duration.ofSeconds(15);
-  /** How long a silent ResourceManager is waited for, where the cluster does not say. */
-  static final Duration RESOURCE_MANAGER_LOST = Duration.ofSeconds(60);
 
   /** What the status page says of the job. */
   enum State { RUNNING, SUCCEEDED, FAILED }
@@ -115,7 +109,7 @@ public final class ApplicationMaster {
         "the job token is not in the master's credentials; submit with muster submit"));
     Security security = Handoff.security(token, credentials, java.nio.file.Path.of("").toAbsolutePath());
     AMRMClient<ContainerRequest> rm = AMRMClient.createAMRMClient();
-    rm.init(resourceManagerClientConfiguration(conf));
+    rm.init(ResourceManagerLink.clientConfiguration(conf));
     rm.start();
     NMClient nm = NMClient.createNMClient();
     nm.init(conf);
@@ -137,7 +131,7 @@ public final class ApplicationMaster {
         Attempts.Done done;
         try {
           done = master.run();
-        } catch (ResourceManagerLost e) {
+        } catch (ResourceManagerLink.Lost e) {
           // nobody is left to report to: end what this master started, and go
           log.error("{}; ending the job's containers and exiting", e.getMessage());
           master.current.running().forEach(h -> launcher.stop(h.container()));
@@ -159,75 +153,11 @@ public final class ApplicationMaster {
     }
   }
 
-  /** The ResourceManager did not answer within the client's bound: the cluster is gone, or this node is cut off. */
-  private static final class ResourceManagerLost extends RuntimeException {
-    ResourceManagerLost(String message, Throwable cause) {
-      super(message, cause);
-    }
-  }
-
-  /**
-   * The configuration of the master's ResourceManager client: unless the cluster sets
-   * {@code yarn.resourcemanager.connect.max-wait.ms}, a ResourceManager that does not answer for
-   * {@link #RESOURCE_MANAGER_LOST} (not YARN's 15 minutes) ends the master, one connection attempt
-   * per retry (the IPC client's own retries would multiply the wait: 10 on a refusal, 45 on a timeout).
-   */
-  static Configuration resourceManagerClientConfiguration(Configuration conf) {
-    Configuration rm = new Configuration(conf);
-    String[] sources = conf.getPropertySources(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS);
-    if (sources == null || Arrays.stream(sources).allMatch(source -> source.equals("yarn-default.xml"))) {
-      rm.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, RESOURCE_MANAGER_LOST.toMillis());
-      rm.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, Math.min(5000, conf.getLong(
-          YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS,
-          YarnConfiguration.DEFAULT_RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS)));
-    }
-    rm.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
-    rm.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
-    return rm;
-  }
-
-  /** The next allocation round; a ResourceManager that stays silent past the client's retries is {@link ResourceManagerLost}. */
-  private AllocateResponse allocate() throws YarnException {
-    try {
-      return rm.allocate(0.5f);
-    } catch (IOException e) {
-      throw new ResourceManagerLost("lost the ResourceManager: no answer within "
-          + Duration.ofMillis(rm.getConfig().getLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 0)).toSeconds()
-          + " s (" + e.getMessage() + ")", e);
-    }
-  }
-
-  /** What the status page shows. */
+  /** What the status page shows now. */
   Map<String, Object> status() {
     GangContainers containers = current;
-    Attempt attempt = containers == null ? null : containers.attempt();
-    Map<String, Object> status = new LinkedHashMap<>();
-    status.put("application", job.name());
-    status.put("state", state.name().toLowerCase(java.util.Locale.ROOT));
-    status.put("attempt", attempt == null ? 0 : attempt.number() + 1);
-    status.put("max_attempts", job.maxAttempts());
-    status.put("gang", job.gang().toString());
-    status.put("output_dir", job.outputDir().orElse(null));
-    status.put("diagnostics", diagnostics);
-    status.put("lost_nodes", Map.copyOf(lostNodes));
-    status.put("preemption", attempt == null ? null : attempt.preemption().orElse(null));
-    status.put("tasks", attempt == null ? List.of() : attempt.describeTasks().stream().map(ApplicationMaster::asContainer)
-        .toList());
-    return status;
-  }
-
-  /** A task of the status page in YARN's words: its container, when it was allocated and registered. */
-  private static Map<String, Object> asContainer(Map<String, Object> task) {
-    Map<String, Object> row = new LinkedHashMap<>();
-    task.forEach((key, value) -> {
-      switch (key) {
-        case "where" -> row.put("container", value == null ? null : value.toString().replaceFirst("^container ", ""));
-        case "placed" -> row.put("allocated", value);
-        case "joined" -> row.put("registered", value);
-        default -> row.put(key, value);
-      }
-    });
-    return row;
+    return StatusPage.describe(job, containers == null ? null : containers.attempt(), state.name(), diagnostics,
+        lostNodes);
   }
 
   /** Runs attempts until the job succeeds or {@link Attempts} gives up. */
@@ -302,13 +232,13 @@ public final class ApplicationMaster {
     Instant endingSince = null;
     boolean ended = false;
     while (true) {
-      AllocateResponse response = allocate();
+      AllocateResponse response = ResourceManagerLink.allocate(rm);
       for (Container container : response.getAllocatedContainers()) {
         allocated(containers, container, outstanding);
       }
       PreemptionMessage preemption = response.getPreemptionMessage();
       if (preemption != null) {
-        preemptionAnnounced(containers, containersNamed(preemption));
+        preemptionAnnounced(containers, GangContainers.named(preemption));
       }
       for (ContainerStatus status : response.getCompletedContainersStatuses()) {
         completed(containers, status);
@@ -436,6 +366,9 @@ public final class ApplicationMaster {
         .collect(Collectors.joining(", "));
     attempt.notFormed(String.join("; ", parts) + (nodes.isEmpty() ? "" : "; nodes: " + nodes) + "; missing: "
         + String.join(", ", accounts), !unjoined.isEmpty());
+    // a container on a node that does not answer would not confirm a stop either: YARN reports it ended
+    release(containers, unjoined.stream().filter(h -> !answers.get(h.id()).answers()).toList(),
+        "is on a node that does not answer");
   }
 
   /**
@@ -475,21 +408,5 @@ public final class ApplicationMaster {
       rm.releaseAssignedContainer(h.container().getId());
       containers.released(h.id());
     }
-  }
-
-  /**
-   * The containers a preemption message names: the strict contract's (YARN takes them) and the
-   * negotiable one's (the capacity scheduler's way: it takes them unless the master gives back as
-   * much). For a gang any container is the whole attempt, so both count alike.
-   */
-  static Set<String> containersNamed(PreemptionMessage message) {
-    Set<String> named = new HashSet<>();
-    if (message.getStrictContract() != null) {
-      message.getStrictContract().getContainers().forEach(c -> named.add(c.getId().toString()));
-    }
-    if (message.getContract() != null) {
-      message.getContract().getContainers().forEach(c -> named.add(c.getId().toString()));
-    }
-    return named;
   }
 }

@@ -10,7 +10,9 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Predicate;
+import java.util.HashSet;
 import org.apache.hadoop.yarn.api.records.Container;
+import org.apache.hadoop.yarn.api.records.PreemptionMessage;
 
 /**
  * The containers of one attempt, as the ApplicationMaster keeps them beside the attempt's life
@@ -137,5 +139,21 @@ final class GangContainers {
   /** The living containers of tasks that match. */
   synchronized List<Held> running(Predicate<TaskId> tasks) {
     return new ArrayList<>(running().stream().filter(h -> tasks.test(h.task())).toList());
+  }
+
+  /**
+   * The containers a preemption message names: the strict contract's (YARN takes them) and the
+   * negotiable one's (the capacity scheduler's way: it takes them unless the master gives back as
+   * much). For a gang any container is the whole attempt, so both count alike.
+   */
+  static Set<String> named(PreemptionMessage message) {
+    Set<String> named = new HashSet<>();
+    if (message.getStrictContract() != null) {
+      message.getStrictContract().getContainers().forEach(c -> named.add(c.getId().toString()));
+    }
+    if (message.getContract() != null) {
+      message.getContract().getContainers().forEach(c -> named.add(c.getId().toString()));
+    }
+    return named;
   }
 }

@@ -39,6 +39,40 @@ final class StatusPage implements AutoCloseable {
     server.start();
   }
 
+  /**
+   * The page's content: the job, its current attempt's tasks (in YARN's words: the container, when
+   * it was allocated and registered), the diagnostics, the nodes left out.
+   */
+  static Map<String, Object> describe(YarnJob job, io.muster.launch.Attempt attempt, String state, String diagnostics,
+      Map<String, String> lostNodes) {
+    Map<String, Object> status = new java.util.LinkedHashMap<>();
+    status.put("application", job.name());
+    status.put("state", state.toLowerCase(java.util.Locale.ROOT));
+    status.put("attempt", attempt == null ? 0 : attempt.number() + 1);
+    status.put("max_attempts", job.maxAttempts());
+    status.put("gang", job.gang().toString());
+    status.put("output_dir", job.outputDir().orElse(null));
+    status.put("diagnostics", diagnostics);
+    status.put("lost_nodes", Map.copyOf(lostNodes));
+    status.put("preemption", attempt == null ? null : attempt.preemption().orElse(null));
+    status.put("tasks", attempt == null ? List.of() : attempt.describeTasks().stream().map(StatusPage::asContainer)
+        .toList());
+    return status;
+  }
+
+  private static Map<String, Object> asContainer(Map<String, Object> task) {
+    Map<String, Object> row = new java.util.LinkedHashMap<>();
+    task.forEach((key, value) -> {
+      switch (key) {
+        case "where" -> row.put("container", value == null ? null : value.toString().replaceFirst("^container ", ""));
+        case "placed" -> row.put("allocated", value);
+        case "joined" -> row.put("registered", value);
+        default -> row.put(key, value);
+      }
+    });
+    return row;
+  }
+
   /** {@code http://host:port/}. */
   String url() {
     return "http://" + host + ":" + server.getAddress().getPort() + "/";

@@ -80,7 +80,7 @@ final class WarmUp {
     try (ServerSocket closed = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       closedPort = closed.getLocalPort();
     } // closed now: every call is refused at once
-    Configuration nobody = ApplicationMaster.resourceManagerClientConfiguration(conf);
+    Configuration nobody = ResourceManagerLink.clientConfiguration(conf);
     nobody.set(YarnConfiguration.RM_SCHEDULER_ADDRESS, "127.0.0.1:" + closedPort);
     nobody.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS, 0);
     nobody.setLong(YarnConfiguration.CLIENT_NM_CONNECT_MAX_WAIT_MS, 1); // its least: one retry, 1 ms later

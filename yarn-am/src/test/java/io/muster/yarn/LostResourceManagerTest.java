@@ -68,10 +68,10 @@ class LostResourceManagerTest {
     String maxWait = org.apache.hadoop.yarn.conf.YarnConfiguration.RESOURCEMANAGER_CONNECT_MAX_WAIT_MS;
     org.apache.hadoop.conf.Configuration defaults = new org.apache.hadoop.yarn.conf.YarnConfiguration();
     assertEquals(900_000, defaults.getLong(maxWait, 0), "YARN's own default: 15 minutes");
-    assertEquals(60_000, ApplicationMaster.resourceManagerClientConfiguration(defaults).getLong(maxWait, 0));
+    assertEquals(60_000, ResourceManagerLink.clientConfiguration(defaults).getLong(maxWait, 0));
     org.apache.hadoop.conf.Configuration set = new org.apache.hadoop.yarn.conf.YarnConfiguration();
     set.setLong(maxWait, 300_000);
-    assertEquals(300_000, ApplicationMaster.resourceManagerClientConfiguration(set).getLong(maxWait, 0),
+    assertEquals(300_000, ResourceManagerLink.clientConfiguration(set).getLong(maxWait, 0),
         "the cluster's own setting stands");
   }
 

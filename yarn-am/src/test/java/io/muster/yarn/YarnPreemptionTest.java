@@ -124,9 +124,10 @@ class YarnPreemptionTest {
 
     ApplicationId id = client.submit(job("a", gang, javaWorker("preemptible", "150"),
         Optional.of(hdfs + "/jobs/preempted")));
-    // 2 s into its training (4 epochs of 20 steps of 150 ms), the other queue claims its share
-    ApplicationReport report = preempted(id, "the gang of attempt 1 runs",
-        progress -> progress.stream().anyMatch(l -> l.contains("attempt 1: 1 chief running; 1 worker running")),
+    // 2 s into its training (4 epochs of 20 steps of 150 ms), once both tasks' strategies have joined (their
+    // first line), the other queue claims its share
+    ApplicationReport report = preempted(id, "both tasks of attempt 1 train",
+        progress -> linesSoFar(id).stream().filter(l -> l.startsWith("attempt 0 starts at epoch")).count() == 2,
         Duration.ofSeconds(2), "sleep 8").report();
 
     String diagnostics = report.getDiagnostics();
