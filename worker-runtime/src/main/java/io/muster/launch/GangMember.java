@@ -310,7 +310,8 @@ public final class GangMember implements AutoCloseable {
     @Override
     public void onError(Throwable t) {
       Status status = Status.fromThrowable(t);
-      if (status.getCode() == Status.Code.CANCELLED && closedByUs()) {
+      if (closedByUs()) { // its channel, shut down after the member's last word, may break the stream first
+        log.debug("{}: the link ended after the member closed it: {}", task, status);
         return;
       }
       lost(status.getCode() == Status.Code.FAILED_PRECONDITION
