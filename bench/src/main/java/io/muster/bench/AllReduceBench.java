@@ -50,7 +50,7 @@ final class AllReduceBench {
       throw new IllegalArgumentException("needs N (ranks) and at least one SIZE: muster bench allreduce [--table] "
           + "[--tls] [--first-steps [--warm-up LIST]] N SIZE...");
     }
-    int n = BenchArgs.positive("N", rest.get(0), "N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
+    int n = Bench.positive(rest.get(0), "N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
     if (n > 64) {
       throw new IllegalArgumentException("N (ranks) must be an integer in 1..64, was '" + rest.get(0) + "'");
     }

@@ -81,4 +81,17 @@ public final class Bench {
       return 1;
     }
   }
+
+  /** {@code value} as a positive integer; else {@code message}, which says what it must be. */
+  static int positive(String value, String message) {
+    try {
+      int n = Integer.parseInt(value.strip());
+      if (n > 0) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // the message says what is accepted
+    }
+    throw new IllegalArgumentException(message);
+  }
 }

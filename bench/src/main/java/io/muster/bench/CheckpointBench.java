@@ -41,7 +41,7 @@ final class CheckpointBench {
   /** The benchmark as its arguments ask (checkpoint sizes in MiB), checked first. */
   static Bench.Job parse(List<String> args) {
     List<Integer> sizes = args.isEmpty() ? List.of(64, 512) : args.stream()
-        .map(a -> BenchArgs.positive("MiB", a, (a.startsWith("--") ? "unknown argument '" + a + "'; " : "")
+        .map(a -> Bench.positive(a, (a.startsWith("--") ? "unknown argument '" + a + "'; " : "")
             + "the checkpoint sizes must be positive integers (MiB), was '" + a + "'"))
         .toList();
     return () -> run(sizes);

@@ -1,5 +1,6 @@
 package io.muster.bench;
 
+import io.muster.internal.CommandOptions;
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
 import io.muster.internal.Json;
@@ -53,7 +54,7 @@ final class CoordinationBench {
     defaults.put("--processes", "2,4,8");
     defaults.put("--threads", "2,4,8,16,64");
     defaults.put("--seconds", "1");
-    BenchArgs options = BenchArgs.parse(args, defaults);
+    CommandOptions options = CommandOptions.parse(args, defaults, java.util.Set.of());
     List<Integer> processes = options.positiveInts("--processes");
     List<Integer> threads = options.positiveInts("--threads");
     Duration seconds = Duration.ofSeconds(options.positiveInt("--seconds"));

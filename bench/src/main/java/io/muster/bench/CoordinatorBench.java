@@ -40,9 +40,9 @@ final class CoordinatorBench {
     if (args.isEmpty() || args.size() > 2) {
       throw new IllegalArgumentException("needs W (workers) and optionally ROUNDS, was " + args);
     }
-    int workers = BenchArgs.positive("W", args.get(0), "W (workers) must be a positive integer, was '" + args.get(0)
+    int workers = Bench.positive(args.get(0), "W (workers) must be a positive integer, was '" + args.get(0)
         + "'");
-    int rounds = args.size() > 1 ? BenchArgs.positive("ROUNDS", args.get(1), "ROUNDS must be a positive integer, was '"
+    int rounds = args.size() > 1 ? Bench.positive(args.get(1), "ROUNDS must be a positive integer, was '"
         + args.get(1) + "'") : 5;
     return () -> run(workers, rounds);
   }

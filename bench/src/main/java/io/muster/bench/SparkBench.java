@@ -1,5 +1,6 @@
 package io.muster.bench;
 
+import io.muster.internal.CommandOptions;
 import io.muster.collective.ReduceOp;
 import io.muster.spark.BarrierTrainer;
 import io.muster.spark.ExternalCommand;
@@ -40,7 +41,7 @@ final class SparkBench {
     defaults.put("--workers", "4");
     defaults.put("--runs", "5");
     defaults.put("--rendezvous", "both");
-    BenchArgs options = BenchArgs.parse(args, defaults);
+    CommandOptions options = CommandOptions.parse(args, defaults, java.util.Set.of());
     int workers = options.positiveInt("--workers");
     int runs = options.positiveInt("--runs");
     String rendezvous = options.oneOf("--rendezvous", List.of("both", "driver", "allGather"));

@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.CommandOptions;
 import io.muster.internal.Durations;
 import io.muster.cluster.TfConfig;
 import io.muster.coordination.CoordinationException;
@@ -28,7 +29,7 @@ final class CheckCommand {
   private CheckCommand() {}
 
   static int run(List<String> args, Map<String, String> env, PrintStream out, PrintStream err) {
-    Options options = Options.parse(args, Set.of("--timeout"), Set.of());
+    CommandOptions options = CommandOptions.parse(args, Set.of("--timeout"), Set.of());
     Duration timeout = Durations.parse("--timeout", options.get("--timeout", "5m"));
     TfConfig config = ClusterCommand.requireTfConfig(env);
     Security security = Security.fromEnvironment(env);

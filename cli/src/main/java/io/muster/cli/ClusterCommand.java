@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.CommandOptions;
 import io.muster.cluster.ClusterSpec;
 import io.muster.internal.Json;
 import io.muster.cluster.Roles;
@@ -17,7 +18,7 @@ final class ClusterCommand {
   private ClusterCommand() {}
 
   static int run(List<String> args, Map<String, String> env, PrintStream out) {
-    Options.parse(args, Set.of(), Set.of());
+    CommandOptions.parse(args, Set.of(), Set.of());
     out.println(Json.write(identity(requireTfConfig(env))));
     return 0;
   }

@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.CommandOptions;
 import com.google.protobuf.TextFormat;
 import io.muster.cluster.ServerDefs;
 import io.muster.proto.tf.ServerDef;
@@ -15,7 +16,7 @@ final class ServerDefCommand {
   private ServerDefCommand() {}
 
   static int run(List<String> args, Map<String, String> env, PrintStream out) {
-    Options options = Options.parse(args, Set.of(), Set.of("--text"));
+    CommandOptions options = CommandOptions.parse(args, Set.of(), Set.of("--text"));
     ServerDef def = ServerDefs.forTask(ClusterCommand.requireTfConfig(env));
     if (options.has("--text")) {
       out.print(TextFormat.printer().printToString(def));

@@ -1,5 +1,6 @@
 package io.muster.cli;
 
+import io.muster.internal.CommandOptions;
 import io.muster.internal.Durations;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
@@ -112,7 +113,7 @@ final class SubmitCommand {
 
   /** {@code muster yarn-local}: starts a local cluster, prints its configuration directory, runs until stopped. */
   static int yarnLocal(List<String> args, PrintStream out) throws Exception {
-    Options o = Options.parse(args, Set.of("--dir"), Set.of());
+    CommandOptions o = CommandOptions.parse(args, Set.of("--dir"), Set.of());
     Path dir = Path.of(o.get("--dir", "muster-yarn-local")).toAbsolutePath();
     checkWritable(dir);
     // Ctrl-C (or SIGTERM) stops the cluster here, not in a JVM shutdown hook: stopped during the JVM's
@@ -264,7 +265,7 @@ final class SubmitCommand {
     Map<String, String> fromFile = new HashMap<>();
     List<String> merged = withConfFile(args, valued, fromFile);
     try {
-      return parse(Options.parse(merged, valued, Set.of("--local")), classpath);
+      return parse(CommandOptions.parse(merged, valued, Set.of("--local")), classpath);
     } catch (UsageException e) {
       // an option the file gave (and the command line did not) is named with the file's line
       for (Map.Entry<String, String> option : fromFile.entrySet()) {
@@ -276,7 +277,7 @@ final class SubmitCommand {
     }
   }
 
-  private static YarnJob parse(Options o, List<String> classpath) {
+  private static YarnJob parse(CommandOptions o, List<String> classpath) {
     Map<TaskType, Integer> counts = new EnumMap<>(TaskType.class);
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
@@ -319,19 +320,21 @@ final class SubmitCommand {
       for (String option : List.of("--files", "--archives")) {
         for (String spec : o.get(option, "").split(",")) {
           if (!spec.isBlank()) {
-            shipped.add(YarnJob.Shipped.parse(spec.strip(), option.equals("--archives")));
+            shipped.add(ShippedFiles.parse(spec.strip(), option.equals("--archives")));
           }
         }
       }
-      return new YarnJob(o.get("--name", "muster"), o.get("--queue", "default"), gang, resources, commands, env,
-          integer(o, "--max-attempts", 1, 1), Rerun.parse("--rerun", o.get("--rerun", "cluster-failures")),
-          Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")),
-          Optional.ofNullable(o.get("--output-dir", null)), classpath, shipped,
-          new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
+      return YarnJob.builder().name(o.get("--name", "muster")).queue(o.get("--queue", "default")).gang(gang)
+          .resources(resources).commands(commands).environment(env).maxAttempts(integer(o, "--max-attempts", 1, 1))
+          .rerun(Rerun.parse("--rerun", o.get("--rerun", "cluster-failures")))
+          .gangTimeout(Durations.parse("--gang-timeout", o.get("--gang-timeout", "10m")))
+          .outputDir(o.get("--output-dir", null)).classpath(classpath).shipped(shipped)
+          .placement(new YarnJob.Placement(Optional.ofNullable(o.get("--node-label", null)),
               o.has("--app-timeout") ? Optional.of(Durations.parse("--app-timeout", o.get("--app-timeout", "")))
-                  : Optional.empty()),
-          new OnPreemption(o.get("--preemption-signal", OnPreemption.TENSORFLOW.signal()),
-              integer(o, "--preemption-exit-code", OnPreemption.TENSORFLOW.savedExitCode(), 1)));
+                  : Optional.empty()))
+          .preemption(new OnPreemption(o.get("--preemption-signal", OnPreemption.TENSORFLOW.signal()),
+              integer(o, "--preemption-exit-code", OnPreemption.TENSORFLOW.savedExitCode(), 1)))
+          .build();
     } catch (IllegalArgumentException e) {
       throw new UsageException(e.getMessage());
     }
@@ -405,7 +408,7 @@ final class SubmitCommand {
     return types;
   }
 
-  private static int integer(Options o, String option, int defaultValue, int min) {
+  private static int integer(CommandOptions o, String option, int defaultValue, int min) {
     String text = o.get(option, Integer.toString(defaultValue));
     try {
       int value = Integer.parseInt(text);
@@ -418,7 +421,7 @@ final class SubmitCommand {
     throw new UsageException(option + " must be an integer >= " + min + ", was '" + text + "'");
   }
 
-  private static int memoryMb(Options o, String option) {
+  private static int memoryMb(CommandOptions o, String option) {
     String text = o.get(option, "1g").toLowerCase(java.util.Locale.ROOT);
     try {
       long mb = text.endsWith("g") ? Long.parseLong(text.substring(0, text.length() - 1)) * 1024

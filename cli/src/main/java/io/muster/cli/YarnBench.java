@@ -3,7 +3,6 @@ package io.muster.cli;
 import io.muster.internal.Json;
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
-import io.muster.launch.Rerun;
 import io.muster.yarn.ApplicationMaster;
 import io.muster.yarn.MusterClient;
 import io.muster.yarn.YarnJob;
@@ -199,10 +198,9 @@ public final class YarnBench {
   private static YarnJob job(int workers, int attempts, String command) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
     resources.put(TaskType.WORKER, new YarnJob.Resources(256, 1, 0));
-    return new YarnJob("muster-bench", "default", GangSpec.workers(workers), resources,
-        Map.of(TaskType.WORKER, command), Map.of(), attempts, Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2),
-        Optional.empty(),
-        Arrays.asList(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
+    return YarnJob.builder().name("muster-bench").gang(GangSpec.workers(workers)).resources(resources)
+        .command(command).maxAttempts(attempts).gangTimeout(Duration.ofMinutes(2))
+        .classpath(Arrays.asList(System.getProperty("java.class.path").split(":"))).build();
   }
 
   private static ApplicationReport runWatchingMaster(MusterClient client, YarnJob job, AtomicLong peakRss)

@@ -1,11 +1,14 @@
 package io.muster.examples;
 
-import java.util.HashMap;
+import io.muster.internal.CommandOptions;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
+ * The examples' command lines, as every {@code muster} command reads them ({@link CommandOptions}):
  * {@code --name value} arguments with defaults, and {@code --flag}s that take no value ({@code "true"}
  * when given, {@code "false"} otherwise); an unknown name or a bad value is an error naming it.
  */
@@ -17,24 +20,7 @@ final class Args {
   }
 
   static Map<String, String> parse(String[] args, Map<String, String> defaults, Set<String> flags) {
-    Map<String, String> values = new HashMap<>(defaults);
-    flags.forEach(flag -> values.put(flag, "false"));
-    for (int i = 0; i < args.length; i++) {
-      if (flags.contains(args[i])) {
-        values.put(args[i], "true");
-        continue;
-      }
-      if (!defaults.containsKey(args[i])) {
-        Set<String> known = new TreeSet<>(defaults.keySet());
-        known.addAll(flags);
-        throw new IllegalArgumentException("unknown argument '" + args[i] + "'; arguments: " + known);
-      }
-      if (i + 1 >= args.length) {
-        throw new IllegalArgumentException(args[i] + " needs a value");
-      }
-      values.put(args[i], args[++i]);
-    }
-    return values;
+    return CommandOptions.parse(Arrays.asList(args), new TreeMap<>(defaults), new TreeSet<>(flags)).values();
   }
 
   /**
@@ -58,27 +44,11 @@ final class Args {
   }
 
   static int nonNegativeInt(Map<String, String> values, String name) {
-    try {
-      int v = Integer.parseInt(values.get(name));
-      if (v >= 0) {
-        return v;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
-    }
-    throw new IllegalArgumentException(name + " must be an integer >= 0, was '" + values.get(name) + "'");
+    return CommandOptions.nonNegativeInt(name, values.get(name));
   }
 
   static int positiveInt(Map<String, String> values, String name) {
-    try {
-      int v = Integer.parseInt(values.get(name));
-      if (v > 0) {
-        return v;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
-    }
-    throw new IllegalArgumentException(name + " must be a positive integer, was '" + values.get(name) + "'");
+    return CommandOptions.positiveInt(name, values.get(name));
   }
 
   /** Whether the arguments (those before a {@code --}) ask for the usage. */
@@ -95,23 +65,11 @@ final class Args {
   }
 
   static float positiveFloat(Map<String, String> values, String name) {
-    try {
-      float v = Float.parseFloat(values.get(name));
-      if (Float.isFinite(v) && v > 0) {
-        return v;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
-    }
-    throw new IllegalArgumentException(name + " must be a finite number > 0, was '" + values.get(name) + "'");
+    return CommandOptions.positiveFloat(name, values.get(name));
   }
 
   static long integer(Map<String, String> values, String name) {
-    try {
-      return Long.parseLong(values.get(name));
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException(name + " must be an integer, was '" + values.get(name) + "'");
-    }
+    return CommandOptions.integer(name, values.get(name));
   }
 
   /**

@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.muster.cluster.ClusterSpec;
 import io.muster.cluster.HostPort;
-import io.muster.cluster.TaskId;
 import io.muster.cluster.TfConfig;
 import io.muster.launch.Gang;
 import io.muster.launch.GangSpec;

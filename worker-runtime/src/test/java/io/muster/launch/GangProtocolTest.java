@@ -18,7 +18,6 @@ import io.muster.proto.gang.MemberSays;
 import io.muster.proto.gang.TaskRef;
 import io.muster.rpc.JobToken;
 import io.muster.rpc.Security;
-import io.muster.testing.Eventually;
 import io.muster.testing.FakeClock;
 import java.time.Clock;
 import java.time.Duration;

@@ -63,9 +63,7 @@ final class RuntimeStaging {
         }
       }
     }
-    return new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
-        job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), List.of("*"), shipped, job.placement(),
-        job.preemption());
+    return job.toBuilder().classpath(List.of("*")).shipped(shipped).build();
   }
 
   /**

@@ -9,7 +9,6 @@ import io.muster.internal.rpc.TaskServer;
 import io.muster.launch.Attempt;
 import io.muster.launch.GangEndpoint;
 import io.muster.launch.GangSpec;
-import io.muster.launch.Rerun;
 import io.muster.proto.gang.AwaitNextAttemptRequest;
 import io.muster.proto.gang.GangServiceGrpc;
 import io.muster.proto.gang.TaskRef;
@@ -26,7 +25,6 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
@@ -67,9 +65,8 @@ final class WarmUp {
 
   /** The warm-up's job: one worker, whose command exits at once. */
   static YarnJob job() {
-    return new YarnJob("warm-up", "default", GangSpec.workers(1), Map.of(TaskType.WORKER,
-        new YarnJob.Resources(128, 1, 0)), Map.of(TaskType.WORKER, "true"), Map.of(), 1, Rerun.CLUSTER_FAILURES, CALL,
-        Optional.empty(), List.of(), List.of(), YarnJob.Placement.ANYWHERE);
+    return YarnJob.builder().name("warm-up").gang(GangSpec.workers(1))
+        .resources(Map.of(TaskType.WORKER, new YarnJob.Resources(128, 1, 0))).command("true").gangTimeout(CALL).build();
   }
 
   private static void master() throws Exception {

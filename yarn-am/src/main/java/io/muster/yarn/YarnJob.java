@@ -42,13 +42,152 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     Duration gangTimeout, Optional<String> outputDir, List<String> classpath, List<Shipped> shipped,
     Placement placement, OnPreemption preemption) {
 
-  /** A job with {@link OnPreemption#TENSORFLOW}'s answer to a preemption notice. */
-  public YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Resources> resources,
-      Map<TaskType, String> commands, Map<String, String> environment, int maxAttempts, Rerun rerun,
-      Duration gangTimeout, Optional<String> outputDir, List<String> classpath, List<Shipped> shipped,
-      Placement placement) {
-    this(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir, classpath,
-        shipped, placement, OnPreemption.TENSORFLOW);
+  /** A job's description, validated by {@link Builder#build()}: {@code name}, {@code gang} and a command are required. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A builder of the same job, to change some of it. */
+  public Builder toBuilder() {
+    return new Builder().name(name).queue(queue).gang(gang).resources(resources).commands(commands)
+        .environment(environment).maxAttempts(maxAttempts).rerun(rerun).gangTimeout(gangTimeout)
+        .outputDir(outputDir.orElse(null)).classpath(classpath).shipped(shipped).placement(placement)
+        .preemption(preemption);
+  }
+
+  /**
+   * Options with defaults that suit most jobs: queue {@code default}, {@link Resources#DEFAULT} for
+   * every task type, one attempt, {@link Rerun#CLUSTER_FAILURES}, a gang timeout of 10 minutes,
+   * {@link OnPreemption#TENSORFLOW}. {@link #build()} checks them all, naming the option.
+   */
+  public static final class Builder {
+    private String name;
+    private String queue = "default";
+    private GangSpec gang;
+    private Map<TaskType, Resources> resources;
+    private Map<TaskType, String> commands = Map.of();
+    private String oneCommand;
+    private Map<String, String> environment = Map.of();
+    private int maxAttempts = 1;
+    private Rerun rerun = Rerun.CLUSTER_FAILURES;
+    private Duration gangTimeout = Duration.ofMinutes(10);
+    private String outputDir;
+    private List<String> classpath = List.of();
+    private List<Shipped> shipped = List.of();
+    private Placement placement = Placement.ANYWHERE;
+    private OnPreemption preemption = OnPreemption.TENSORFLOW;
+
+    private Builder() {}
+
+    public Builder name(String value) {
+      name = value;
+      return this;
+    }
+
+    public Builder queue(String value) {
+      queue = value;
+      return this;
+    }
+
+    public Builder gang(GangSpec value) {
+      gang = value;
+      return this;
+    }
+
+    /** Each task type's container; by default {@link Resources#DEFAULT} for every type of the gang. */
+    public Builder resources(Map<TaskType, Resources> value) {
+      resources = value;
+      return this;
+    }
+
+    /** Each task type's command, run with {@code /bin/sh -c}. */
+    public Builder commands(Map<TaskType, String> value) {
+      commands = value;
+      return this;
+    }
+
+    /** One command for every task type of the gang. */
+    public Builder command(String value) {
+      commands = null;
+      oneCommand = value;
+      return this;
+    }
+
+    public Builder environment(Map<String, String> value) {
+      environment = value;
+      return this;
+    }
+
+    public Builder maxAttempts(int value) {
+      maxAttempts = value;
+      return this;
+    }
+
+    public Builder rerun(Rerun value) {
+      rerun = value;
+      return this;
+    }
+
+    public Builder gangTimeout(Duration value) {
+      gangTimeout = value;
+      return this;
+    }
+
+    /** {@code MUSTER_OUTPUT_DIR}; null for none. */
+    public Builder outputDir(String value) {
+      outputDir = value;
+      return this;
+    }
+
+    public Builder classpath(List<String> value) {
+      classpath = value;
+      return this;
+    }
+
+    public Builder shipped(List<Shipped> value) {
+      shipped = value;
+      return this;
+    }
+
+    public Builder placement(Placement value) {
+      placement = value;
+      return this;
+    }
+
+    public Builder preemption(OnPreemption value) {
+      preemption = value;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException naming the option that is missing or wrong */
+    public YarnJob build() {
+      require(gang, "gang");
+      Map<TaskType, Resources> containers = resources;
+      if (containers == null) {
+        containers = new EnumMap<>(TaskType.class);
+        for (TaskType type : gang.types()) {
+          containers.put(type, Resources.DEFAULT);
+        }
+      }
+      Map<TaskType, String> perType = commands;
+      if (perType == null) {
+        perType = new EnumMap<>(TaskType.class);
+        for (TaskType type : gang.types()) {
+          perType.put(type, oneCommand);
+        }
+      }
+      return new YarnJob(name, queue, gang, require(containers, "resources"), require(perType, "commands"),
+          require(environment, "environment"), maxAttempts, require(rerun, "rerun"), require(gangTimeout,
+          "gangTimeout"), Optional.ofNullable(outputDir), require(classpath, "classpath"), require(shipped, "shipped"),
+          require(placement, "placement"), require(preemption, "preemption"));
+    }
+
+    private static <T> T require(T value, String option) {
+      if (value == null) {
+        throw new IllegalArgumentException(option + " must not be null; leave it unset for its default");
+      }
+      return value;
+    }
   }
 
   /**
@@ -74,53 +213,6 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     public Shipped {
       if (name == null || name.isBlank() || name.contains("/")) {
         throw new IllegalArgumentException("a shipped file's name must be a plain file name, was '" + name + "'");
-      }
-    }
-
-    /** {@code path} or {@code path#name}, as {@code --files} and {@code --archives} take them. */
-    public static Shipped parse(String spec, boolean archive) {
-      int hash = spec.lastIndexOf('#');
-      String path = hash < 0 ? spec : spec.substring(0, hash);
-      java.nio.file.Path local = java.nio.file.Path.of(path).toAbsolutePath();
-      if (!java.nio.file.Files.isRegularFile(local)) {
-        throw new IllegalArgumentException((archive ? "--archives" : "--files") + ": " + local
-            + " is not a readable file");
-      }
-      if (archive) {
-        checkArchive(local);
-      }
-      String name = hash < 0 ? local.getFileName().toString() : spec.substring(hash + 1);
-      return new Shipped(name, local.toUri().toString(), archive, 0, 0);
-    }
-
-    /** An archive YARN unpacks by its name (.zip, .jar, .tar, .tar.gz, .tgz) whose first bytes are of that format. */
-    private static void checkArchive(java.nio.file.Path file) {
-      String name = file.getFileName().toString().toLowerCase(java.util.Locale.ROOT);
-      byte[] head;
-      try (java.io.InputStream in = java.nio.file.Files.newInputStream(file)) {
-        head = in.readNBytes(512);
-      } catch (java.io.IOException e) {
-        throw new IllegalArgumentException("--archives: " + file + " cannot be read: " + e.getMessage());
-      }
-      String format;
-      boolean matches;
-      if (name.endsWith(".zip") || name.endsWith(".jar")) {
-        format = "a zip archive";
-        matches = head.length >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
-      } else if (name.endsWith(".tar.gz") || name.endsWith(".tgz")) {
-        format = "gzip-compressed";
-        matches = head.length >= 2 && (head[0] & 0xff) == 0x1f && (head[1] & 0xff) == 0x8b;
-      } else if (name.endsWith(".tar")) {
-        format = "a tar archive";
-        matches = head.length >= 262 && new String(head, 257, 5, java.nio.charset.StandardCharsets.US_ASCII)
-            .equals("ustar");
-      } else {
-        throw new IllegalArgumentException("--archives: " + file + " is not named as an archive YARN unpacks (.zip, "
-            + ".jar, .tar, .tar.gz or .tgz); ship it with --files instead");
-      }
-      if (!matches) {
-        throw new IllegalArgumentException("--archives: " + file + " is named as an archive but is not "
-            + format + "; give the archive itself");
       }
     }
   }
@@ -166,11 +258,15 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     if (maxAttempts < 1) {
       throw new IllegalArgumentException("max attempts must be >= 1, was " + maxAttempts);
     }
-    java.util.Objects.requireNonNull(rerun, "rerun");
+    if (rerun == null) {
+      throw new IllegalArgumentException("rerun must not be null");
+    }
     if (gangTimeout.isNegative() || gangTimeout.isZero()) {
       throw new IllegalArgumentException("the gang timeout must be positive, was " + gangTimeout);
     }
-    java.util.Objects.requireNonNull(preemption, "preemption");
+    if (preemption == null) {
+      throw new IllegalArgumentException("preemption must not be null");
+    }
     classpath = List.copyOf(classpath);
     shipped = List.copyOf(shipped);
     if (shipped.stream().map(Shipped::name).distinct().count() != shipped.size()) {
@@ -180,18 +276,15 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
   }
 
   public YarnJob withOutputDir(String dir) {
-    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout,
-        Optional.of(dir), classpath, shipped, placement, preemption);
+    return toBuilder().outputDir(dir).build();
   }
 
   public YarnJob withClasspath(List<String> entries) {
-    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
-        entries, shipped, placement, preemption);
+    return toBuilder().classpath(entries).build();
   }
 
   public YarnJob withShipped(List<Shipped> files) {
-    return new YarnJob(name, queue, gang, resources, commands, environment, maxAttempts, rerun, gangTimeout, outputDir,
-        classpath, files, placement, preemption);
+    return toBuilder().shipped(files).build();
   }
 
   public String toJson() {
@@ -254,17 +347,18 @@ public record YarnJob(String name, String queue, GangSpec gang, Map<TaskType, Re
     ((List<String>) in.get("untracked")).forEach(j -> untracked.add(TaskType.ofJobName(j).orElseThrow()));
     GangSpec gang = new GangSpec(counts.getOrDefault(TaskType.CHIEF, 0), counts.getOrDefault(TaskType.WORKER, 0),
         counts.getOrDefault(TaskType.PS, 0), counts.getOrDefault(TaskType.EVALUATOR, 0), untracked);
-    return new YarnJob((String) in.get("name"), (String) in.get("queue"), gang, resources, commands,
-        (Map<String, String>) in.get("environment"), number(in.get("max_attempts")),
-        Rerun.parse("rerun", (String) in.get("rerun")),
-        Duration.ofMillis(((BigDecimal) in.get("gang_timeout_ms")).longValueExact()),
-        Optional.ofNullable((String) in.get("output_dir")), (List<String>) in.get("classpath"),
-        ((List<Map<String, Object>>) in.get("shipped")).stream().map(f -> new Shipped((String) f.get("name"),
+    return builder().name((String) in.get("name")).queue((String) in.get("queue")).gang(gang).resources(resources)
+        .commands(commands).environment((Map<String, String>) in.get("environment"))
+        .maxAttempts(number(in.get("max_attempts"))).rerun(Rerun.parse("rerun", (String) in.get("rerun")))
+        .gangTimeout(Duration.ofMillis(((BigDecimal) in.get("gang_timeout_ms")).longValueExact()))
+        .outputDir((String) in.get("output_dir")).classpath((List<String>) in.get("classpath"))
+        .shipped(((List<Map<String, Object>>) in.get("shipped")).stream().map(f -> new Shipped((String) f.get("name"),
             (String) f.get("uri"), (Boolean) f.get("archive"), ((BigDecimal) f.get("size")).longValueExact(),
-            ((BigDecimal) f.get("modified")).longValueExact())).toList(),
-        new Placement(Optional.ofNullable((String) in.get("node_label")),
-            Optional.ofNullable((BigDecimal) in.get("lifetime_s")).map(d -> Duration.ofSeconds(d.longValueExact()))),
-        new OnPreemption((String) in.get("preemption_signal"), number(in.get("preemption_exit_code"))));
+            ((BigDecimal) f.get("modified")).longValueExact())).toList())
+        .placement(new Placement(Optional.ofNullable((String) in.get("node_label")),
+            Optional.ofNullable((BigDecimal) in.get("lifetime_s")).map(d -> Duration.ofSeconds(d.longValueExact()))))
+        .preemption(new OnPreemption((String) in.get("preemption_signal"), number(in.get("preemption_exit_code"))))
+        .build();
   }
 
   private static int number(Object raw) {

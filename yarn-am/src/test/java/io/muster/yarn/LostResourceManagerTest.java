@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
-import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.Pids;
 import io.muster.yarn.local.LocalYarn;
@@ -17,7 +16,6 @@ import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.stream.Stream;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.junit.jupiter.api.Test;
@@ -39,11 +37,9 @@ class LostResourceManagerTest {
       GangSpec gang = GangSpec.workers(2);
       Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
       resources.put(TaskType.WORKER, new YarnJob.Resources(128, 1, 0));
-      YarnJob job = new YarnJob("muster-test", "default", gang, resources,
-          Map.of(TaskType.WORKER, "echo $$ > " + dir + "/pid-$MUSTER_TASK_INDEX; exec sleep 600"), Map.of(), 1,
-          Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2), Optional.empty(),
-          List.of(System.getProperty("java.class.path").split(":")),
-          List.of(), YarnJob.Placement.ANYWHERE);
+      YarnJob job = YarnJob.builder().name("muster-test").gang(gang).resources(resources)
+          .command("echo $$ > " + dir + "/pid-$MUSTER_TASK_INDEX; exec sleep 600").gangTimeout(Duration.ofMinutes(2))
+          .classpath(List.of(System.getProperty("java.class.path").split(":"))).build();
       ApplicationId id = client.submit(job);
       List<Long> commands = new ArrayList<>();
       for (int i = 0; i < 2; i++) {

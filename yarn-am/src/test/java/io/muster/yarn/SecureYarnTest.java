@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
-import io.muster.launch.Rerun;
 import io.muster.yarn.local.LocalYarn;
 import java.io.File;
 import java.io.IOException;
@@ -18,7 +17,6 @@ import java.time.Duration;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.minikdc.MiniKdc;
@@ -135,15 +133,14 @@ class SecureYarnTest {
         + System.getProperty("java.class.path") + " " + YarnTokensTask.class.getName();
     GangSpec gang = GangSpec.of(1, 1, 0, 0);
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
-    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
     for (TaskType type : gang.types()) {
       resources.put(type, new YarnJob.Resources(256, 1, 0));
-      commands.put(type, command);
     }
-    YarnJob job = new YarnJob("muster-secure", "default", gang, resources, commands, Map.of(), 1,
-        Rerun.CLUSTER_FAILURES, Duration.ofMinutes(2), Optional.of(out),
-        List.of(System.getProperty("java.class.path").split(":")),
-        List.of(YarnJob.Shipped.parse(shipped.toString(), false)), YarnJob.Placement.ANYWHERE);
+    YarnJob job = YarnJob.builder().name("muster-secure").gang(gang).resources(resources).command(command)
+        .gangTimeout(Duration.ofMinutes(2)).outputDir(out)
+        .classpath(List.of(System.getProperty("java.class.path").split(":")))
+        .shipped(List.of(new YarnJob.Shipped(shipped.getFileName().toString(), shipped.toUri().toString(), false, 0,
+            0))).build();
 
     ApplicationReport report = alice.doAs((PrivilegedExceptionAction<ApplicationReport>) () ->
         client.follow(client.submit(job), Duration.ofMinutes(3), line -> { }));

@@ -80,14 +80,13 @@ class YarnJobsTest {
   private static YarnJob job(GangSpec gang, String command, int memoryMb, int maxAttempts, Duration gangTimeout,
       Optional<String> outputDir) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
-    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
     for (TaskType type : gang.types()) {
       resources.put(type, new YarnJob.Resources(memoryMb, 1, 0));
-      commands.put(type, command);
     }
-    return new YarnJob("muster-test", "default", gang, resources, commands, Map.of("GREETING", "hello"),
-        maxAttempts, Rerun.CLUSTER_FAILURES, gangTimeout, outputDir,
-        List.of(System.getProperty("java.class.path").split(":")), List.of(), YarnJob.Placement.ANYWHERE);
+    return YarnJob.builder().name("muster-test").gang(gang).resources(resources).command(command)
+        .environment(Map.of("GREETING", "hello")).maxAttempts(maxAttempts).gangTimeout(gangTimeout)
+        .outputDir(outputDir.orElse(null)).classpath(List.of(System.getProperty("java.class.path").split(":")))
+        .build();
   }
 
   private static ApplicationReport runToEnd(YarnJob job) throws Exception {
@@ -250,8 +249,8 @@ class YarnJobsTest {
     assertEquals(0, new ProcessBuilder("tar", "czf", archive.toString(), "-C", env.toString(), "inside.txt")
         .inheritIO().start().waitFor());
     YarnJob job = job(GangSpec.workers(2), "sh run.sh && cat venv/inside.txt", 128, 1, Duration.ofMinutes(2))
-        .withShipped(List.of(YarnJob.Shipped.parse(script + "#run.sh", false),
-            YarnJob.Shipped.parse(archive + "#venv", true)));
+        .withShipped(List.of(new YarnJob.Shipped("run.sh", script.toUri().toString(), false, 0, 0),
+            new YarnJob.Shipped("venv", archive.toUri().toString(), true, 0, 0)));
     ApplicationId id = client.submit(job);
     ApplicationReport report = client.follow(id, LIMIT, line -> { });
 
@@ -275,8 +274,8 @@ class YarnJobsTest {
     YarnJob job = job(GangSpec.workers(1), "cat shipped.txt && " + java + " -Xmx128m -cp " + local.confDir() + ":"
         + System.getProperty("java.class.path") + " " + YarnTokensTask.class.getName(), 256, 1, Duration.ofMinutes(2))
         .withOutputDir(out)
-        .withShipped(List.of(YarnJob.Shipped.parse(Files.writeString(dir.resolve("shipped.txt"), "x\n").toString(),
-            false)));
+        .withShipped(List.of(new YarnJob.Shipped("shipped.txt", Files.writeString(dir.resolve("shipped.txt"), "x\n")
+            .toUri().toString(), false, 0, 0)));
     UserGroupInformation carol = UserGroupInformation.createRemoteUser("carol");
 
     ApplicationReport report = carol.doAs((PrivilegedExceptionAction<ApplicationReport>) () -> {
@@ -341,10 +340,8 @@ class YarnJobsTest {
 
     Path own = Files.createDirectories(dir.resolve("own"));
     YarnJob named = job(GangSpec.workers(1), mktemp + "named", 128, 1, Duration.ofMinutes(2));
-    assertEquals(FinalApplicationStatus.SUCCEEDED, runToEnd(new YarnJob(named.name(), named.queue(), named.gang(),
-        named.resources(), named.commands(), Map.of("TMPDIR", own.toString()), named.maxAttempts(), named.rerun(),
-        named.gangTimeout(), named.outputDir(), named.classpath(), named.shipped(), named.placement()))
-        .getFinalApplicationStatus());
+    assertEquals(FinalApplicationStatus.SUCCEEDED, runToEnd(named.toBuilder().environment(Map.of("TMPDIR",
+        own.toString())).build()).getFinalApplicationStatus());
     assertTrue(Files.readString(dir.resolve("tmp-0-named")).startsWith(own + "/tmp."));
   }
 
@@ -408,9 +405,8 @@ class YarnJobsTest {
   @Test
   void yarnEndsAJobThatOutlivesItsApplicationTimeout() throws Exception {
     YarnJob job = job(GangSpec.workers(1), "exec sleep 600", 128, 1, Duration.ofMinutes(2));
-    job = new YarnJob(job.name(), job.queue(), job.gang(), job.resources(), job.commands(), job.environment(),
-        job.maxAttempts(), job.rerun(), job.gangTimeout(), job.outputDir(), job.classpath(), job.shipped(),
-        new YarnJob.Placement(Optional.empty(), Optional.of(Duration.ofSeconds(5))));
+    job = job.toBuilder().placement(new YarnJob.Placement(Optional.empty(), Optional.of(Duration.ofSeconds(5))))
+        .build();
     ApplicationReport report = client.follow(client.submit(job), LIMIT, line -> { });
     assertEquals(YarnApplicationState.KILLED, report.getYarnApplicationState(), report.getDiagnostics());
     assertTrue(report.getDiagnostics().contains("exceeded the lifetime"), report.getDiagnostics());
@@ -545,9 +541,7 @@ class YarnJobsTest {
         + "echo 'boom from worker 1' >&2; exit " + code + "; fi; "
         + "if [ \"$MUSTER_ATTEMPT\" = 0 ]; then exec sleep 600; fi; exit 0";
     YarnJob job = job(GangSpec.workers(2), command, 128, 2, Duration.ofMinutes(2));
-    ApplicationReport report = runToEnd(new YarnJob(job.name(), job.queue(), job.gang(), job.resources(),
-        job.commands(), job.environment(), job.maxAttempts(), rerun, job.gangTimeout(), job.outputDir(),
-        job.classpath(), job.shipped(), job.placement()));
+    ApplicationReport report = runToEnd(job.toBuilder().rerun(rerun).build());
 
     String diagnostics = report.getDiagnostics();
     String failure = "worker 1 on \\S+ \\(container \\S+\\) exited with code " + code

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.muster.cluster.TaskType;
 import io.muster.launch.GangSpec;
-import io.muster.launch.Rerun;
 import io.muster.testing.Eventually;
 import io.muster.testing.PythonTensorFlow;
 import io.muster.yarn.local.LocalYarn;
@@ -86,15 +85,12 @@ class YarnPreemptionTest {
   private static YarnJob job(String queue, GangSpec gang, String command, Optional<String> outputDir,
       Map<String, String> environment) {
     Map<TaskType, YarnJob.Resources> resources = new EnumMap<>(TaskType.class);
-    Map<TaskType, String> commands = new EnumMap<>(TaskType.class);
     for (TaskType type : gang.types()) {
       resources.put(type, new YarnJob.Resources(CONTAINER_MB, 1, 0));
-      commands.put(type, command);
     }
-    return new YarnJob("muster-preemption-test", queue, gang, resources, commands, environment, 1,
-        Rerun.CLUSTER_FAILURES,
-        Duration.ofMinutes(2), outputDir, List.of(System.getProperty("java.class.path").split(":")), List.of(),
-        YarnJob.Placement.ANYWHERE);
+    return YarnJob.builder().name("muster-preemption-test").queue(queue).gang(gang).resources(resources)
+        .command(command).environment(environment).gangTimeout(Duration.ofMinutes(2)).outputDir(outputDir.orElse(null))
+        .classpath(List.of(System.getProperty("java.class.path").split(":"))).build();
   }
 
   private static String javaWorker(String... args) {

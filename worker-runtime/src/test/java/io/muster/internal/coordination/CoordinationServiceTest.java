@@ -22,6 +22,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -169,15 +170,19 @@ class CoordinationServiceTest {
   // ---- barriers ----
 
   @Test
-  void barrierPassesWhenAllArriveAndCanBeUsedAgain() throws Exception {
+  void aBarrierBlocksUntilTheLastArrivesAndCanBeUsedAgain() throws Exception {
     try (LocalCluster cluster = LocalCluster.workers(3, FAST)) {
       cluster.joinAll();
       for (int round = 0; round < 2; round++) {
-        List<CompletableFuture<Void>> calls = List.of(0, 1, 2).stream()
+        List<CompletableFuture<Void>> early = List.of(0, 1).stream()
             .map(i -> CompletableFuture.runAsync(
                 () -> cluster.worker(i).agent().barrier("epoch", Duration.ofSeconds(10), List.of()), callers))
             .toList();
-        CompletableFuture.allOf(calls.toArray(CompletableFuture[]::new)).get(15, TimeUnit.SECONDS);
+        CompletableFuture<Void> both = CompletableFuture.allOf(early.toArray(CompletableFuture[]::new));
+        // the two that came wait for the third: still waiting well after they have reached the service
+        assertThrows(TimeoutException.class, () -> both.get(500, TimeUnit.MILLISECONDS), "round " + round);
+        cluster.worker(2).agent().barrier("epoch", Duration.ofSeconds(10), List.of());
+        both.get(15, TimeUnit.SECONDS);
       }
     }
   }
