@@ -252,11 +252,16 @@ public final class GangMember implements AutoCloseable {
     notifyAll();
   }
 
-  /** The launcher is lost: the member ends as for a failed attempt. */
+  /**
+   * The launcher is lost: the member ends as for a failed attempt. Once the attempt had ended for the
+   * member (the launcher said so), losing the launcher changes nothing and is not reported.
+   */
   private void lost(String reason) {
-    log.error("{}: {}; ending what runs", task, reason);
     if (aborted.complete(reason)) {
+      log.error("{}: {}; ending what runs", task, reason);
       tell(() -> listener.abort(reason));
+    } else {
+      log.debug("{}: {}, after the attempt had ended for it", task, reason);
     }
     synchronized (this) {
       if (out != null && !closed) {
